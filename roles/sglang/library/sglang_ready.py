@@ -1,0 +1,144 @@
+#!/usr/bin/python
+"""Wait until an SGLang server generates tokens, or fail with its journal."""
+
+DOCUMENTATION = r"""
+module: sglang_ready
+short_description: Prove an SGLang server is ready by generating tokens
+description:
+  - Polls until C(/health) answers 200 and a completion returns at least one token
+    (C(/health) alone can answer 200 while the scheduler is broken, sglang#6624).
+  - Watches the systemd unit meanwhile; a unit that failed or restarted (a crash loop)
+    fails at once, a deadline fails too; both return the unit's last journal lines.
+  - Standard library only; reads nothing from the server but what it needs.
+options:
+  url: {description: Base URL of the server, e.g. http://127.0.0.1:30000., type: str, required: true}
+  unit: {description: systemd unit to watch; empty for a server not run by systemd., type: str, default: ""}
+  timeout: {description: Deadline in seconds (a 27B model takes minutes to load)., type: int, default: 1800}
+  poll: {description: Seconds between attempts., type: float, default: 2}
+  model: {description: Model name for the completion; default the first of /v1/models., type: str, default: ""}
+  prompt: {description: Prompt of the readiness completion., type: str, default: "The capital of France is"}
+  max_tokens: {description: Tokens to generate., type: int, default: 8}
+  api_key: {description: Bearer key of the server., type: str, default: "", no_log: true}
+  journal_lines: {description: Journal lines returned on failure., type: int, default: 40}
+"""
+
+RETURN = r"""
+ready_after_s: {description: Seconds from the first poll until tokens came back., type: float, returned: success}
+model: {description: Model that answered., type: str, returned: success}
+completion_tokens: {description: Tokens the server reported in usage., type: int, returned: success}
+generation_ms: {description: Wall time of the readiness completion., type: float, returned: success}
+journal: {description: The unit's last journal lines., type: list, returned: failure}
+"""
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_http import HttpError, request
+from ansible.module_utils.sglang_systemd import journal_tail, unit_state
+
+
+class NotReady(Exception):
+    """Not ready yet; worth another try."""
+
+
+class Failed(Exception):
+    """Will not become ready: stop waiting."""
+
+
+def check_unit(unit):
+    state = unit_state(unit)
+    if state.get("ActiveState") == "failed" or (
+        state.get("ActiveState") == "inactive" and state.get("Result", "success") != "success"
+    ):
+        raise Failed(f"unit {unit} is {state.get('ActiveState')} (result: {state.get('Result')})")
+    if state.get("SubState") == "auto-restart":
+        raise Failed(
+            f"unit {unit} exited (result: {state.get('Result')}) and waits to be restarted: "
+            "the server crashes during start"
+        )
+    if state["NRestarts"] > 0:
+        raise Failed(
+            f"unit {unit} restarted {state['NRestarts']} time(s) since it was started: "
+            "the server crashes during start"
+        )
+    if state.get("ActiveState") == "inactive":
+        raise Failed(f"unit {unit} is not running: start it first")
+
+
+def try_generate(url, model, prompt, max_tokens, api_key):
+    """One readiness attempt: health, then a real completion. Returns what answered."""
+    try:
+        status, _ = request(url + "/health", api_key=api_key, timeout=10)
+        if status != 200:
+            raise NotReady(f"/health answered {status}")
+        if not model:
+            status, body = request(url + "/v1/models", api_key=api_key, timeout=10)
+            if status != 200 or not isinstance(body, dict) or not body.get("data"):
+                raise NotReady(f"/v1/models answered {status}")
+            model = body["data"][0]["id"]
+        started = time.monotonic()
+        status, body = request(
+            url + "/v1/completions",
+            {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0},
+            api_key=api_key,
+            timeout=120,
+        )
+    except HttpError as exc:
+        raise NotReady(str(exc)) from exc
+    if status in (401, 403):
+        raise Failed(f"/v1/completions answered {status}: the API key does not match the server's")
+    if status != 200 or not isinstance(body, dict):
+        raise NotReady(f"/v1/completions answered {status}: {str(body)[:200]}")
+    tokens = int((body.get("usage") or {}).get("completion_tokens") or 0)
+    if tokens < 1:
+        raise NotReady("/v1/completions answered 200 without generating a token")
+    return {"model": model, "completion_tokens": tokens,
+            "generation_ms": round((time.monotonic() - started) * 1000, 1)}
+
+
+def wait_ready(params, clock=time.monotonic, sleep=time.sleep, unit_check=check_unit):
+    url = params["url"].rstrip("/")
+    start = clock()
+    deadline = start + params["timeout"]
+    last = "no attempt yet"
+    while True:
+        if params["unit"]:
+            unit_check(params["unit"])
+        try:
+            answer = try_generate(url, params["model"], params["prompt"], params["max_tokens"],
+                                  params["api_key"])
+            answer["ready_after_s"] = round(clock() - start, 2)
+            return answer
+        except NotReady as exc:
+            last = str(exc)
+        if clock() >= deadline:
+            raise Failed(f"not ready after {params['timeout']} s; last answer: {last}")
+        sleep(params["poll"])
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "url": {"type": "str", "required": True},
+            "unit": {"type": "str", "default": ""},
+            "timeout": {"type": "int", "default": 1800},
+            "poll": {"type": "float", "default": 2},
+            "model": {"type": "str", "default": ""},
+            "prompt": {"type": "str", "default": "The capital of France is"},
+            "max_tokens": {"type": "int", "default": 8},
+            "api_key": {"type": "str", "default": "", "no_log": True},
+            "journal_lines": {"type": "int", "default": 40},
+        },
+        supports_check_mode=True,
+    )
+    try:
+        result = wait_ready(module.params)
+    except Failed as exc:
+        journal = journal_tail(module.params["unit"], module.params["journal_lines"]) \
+            if module.params["unit"] else []
+        module.fail_json(msg=f"SGLang is not serving: {exc}", journal=journal)
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Build the offline wheelhouse that test and demo hosts install from (no index on the host):
+# the real sglang wheel (installed there with --no-deps), the test stand-in engine and PyYAML.
+# Files already present are kept, so a second run changes nothing.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+dest="${1:-${SGLANG_DEPLOY_WHEELHOUSE:-$here/.cache/wheelhouse}}"
+sglang_version="${SGLANG_VERSION:-0.5.23}"
+# The hosts' Python (Debian 12 containers: 3.11), not necessarily the controller's.
+host_python="${WHEELHOUSE_PYTHON_VERSION:-3.11}"
+pip=(python3 -m pip --disable-pip-version-check -q)
+if [[ -x "$here/.venv/bin/python" ]]; then
+  pip=("$here/.venv/bin/python" -m pip --disable-pip-version-check -q)
+fi
+
+mkdir -p "$dest"
+
+if ! compgen -G "$dest/sglang-${sglang_version}-*.whl" >/dev/null; then
+  echo "wheelhouse: sglang ${sglang_version}"
+  "${pip[@]}" download --no-deps --only-binary=:all: --python-version "$host_python" \
+    -d "$dest" "sglang==${sglang_version}"
+fi
+
+if ! compgen -G "$dest/[Pp][Yy][Yy][Aa][Mm][Ll]-*.whl" >/dev/null; then
+  echo "wheelhouse: pyyaml"
+  "${pip[@]}" download --no-deps --only-binary=:all: --python-version "$host_python" \
+    -d "$dest" "pyyaml==6.0.2"
+fi
+
+standin=("$dest"/sglang_standin-*.whl)
+if [[ ! -e "${standin[0]}" ]] || [[ -n "$(find "$here/tests/standin" -newer "${standin[0]}" -type f -name '*.py' -print -quit)" ]]; then
+  echo "wheelhouse: sglang-standin (tests/standin)"
+  rm -f "$dest"/sglang_standin-*.whl
+  build=$(mktemp -d)
+  cp -r "$here/tests/standin/." "$build/"
+  "${pip[@]}" wheel --no-deps -w "$dest" "$build"
+  rm -rf "$build"
+fi
+
+ls -1 "$dest"

@@ -1,0 +1,1 @@
+"""TEST STAND-IN for SGLang: see README.md beside this package."""

@@ -1,0 +1,191 @@
+"""The stand-in's HTTP surface: the SGLang endpoints the deployment reads, stdlib only."""
+
+import json
+import os
+import sys
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+OPEN_PATHS = {"/health", "/health_generate", "/metrics"}
+
+
+class Handler(BaseHTTPRequestHandler):
+    engine = None  # set by serve()
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):  # keep the journal readable: one line per request
+        sys.stderr.write("standin: %s\n" % (fmt % args))
+
+    # ---- plumbing -------------------------------------------------------------------------
+    def _send(self, status, body, content_type="application/json"):
+        data = body if isinstance(body, bytes) else body.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _json(self, status, obj):
+        self._send(status, json.dumps(obj))
+
+    def _authorized(self, path):
+        key = self.engine.api_key
+        if not key or path in OPEN_PATHS:
+            return True
+        if self.headers.get("Authorization", "") == f"Bearer {key}":
+            return True
+        self._json(401, {"error": "Unauthorized"})
+        return False
+
+    def _body(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b"{}"
+        try:
+            return json.loads(raw or b"{}")
+        except ValueError:
+            return None
+
+    # ---- routes ---------------------------------------------------------------------------
+    def do_GET(self):  # noqa: N802 - http.server naming
+        path = self.path.split("?", 1)[0]
+        if not self._authorized(path):
+            return
+        engine = self.engine
+        if path in ("/health", "/health_generate"):
+            self._send(200, b"")
+        elif path in ("/model_info", "/get_model_info"):
+            self._json(200, engine.model_info())
+        elif path in ("/server_info", "/get_server_info"):
+            self._json(200, engine.server_info())
+        elif path == "/v1/models":
+            self._json(
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {
+                            "id": engine.served_model_name,
+                            "object": "model",
+                            "created": int(engine.started),
+                            "owned_by": "sglang",
+                            "root": str(engine.args["model-path"]),
+                        }
+                    ],
+                },
+            )
+        elif path == "/metrics":
+            self._send(200, engine.metrics(), "text/plain; version=0.0.4")
+        else:
+            self._json(404, {"detail": "Not Found"})
+
+    def do_POST(self):  # noqa: N802 - http.server naming
+        path = self.path.split("?", 1)[0]
+        if not self._authorized(path):
+            return
+        if path not in ("/v1/completions", "/v1/chat/completions"):
+            self._json(404, {"detail": "Not Found"})
+            return
+        body = self._body()
+        if not isinstance(body, dict):
+            self._json(400, {"error": {"message": "request body is not a JSON object"}})
+            return
+        self._generate(body, chat=path.endswith("chat/completions"))
+
+    def _generate(self, body, chat):
+        engine = self.engine
+        if chat:
+            prompt = " ".join(str(m.get("content", "")) for m in body.get("messages") or [])
+        else:
+            prompt = str(body.get("prompt", ""))
+        prompt_tokens = max(1, len(prompt.split()))
+        max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+        if not engine.admit(prompt_tokens):
+            sys.stderr.write("standin: crash knob reached, exiting\n")
+            sys.stderr.flush()
+            os._exit(1)
+        start = time.monotonic()
+        rid = uuid.uuid4().hex
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": max_tokens,
+            "total_tokens": prompt_tokens + max_tokens,
+        }
+        kind = "chat.completion" if chat else "text_completion"
+        if not body.get("stream"):
+            for at, _ in engine.schedule(max_tokens):
+                pass
+            _sleep_until(start + at)
+            engine.record(engine.knobs.ttft_ms / 1000.0, max_tokens)
+            text = "tok " * max_tokens
+            choice = {"index": 0, "finish_reason": "length"}
+            if chat:
+                choice["message"] = {"role": "assistant", "content": text}
+            else:
+                choice["text"] = text
+            self._json(
+                200,
+                {
+                    "id": rid,
+                    "object": kind,
+                    "created": int(time.time()),
+                    "model": engine.served_model_name,
+                    "choices": [choice],
+                    "usage": usage,
+                },
+            )
+            return
+
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        want_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        first_at = None
+        for at, n in engine.schedule(max_tokens):
+            _sleep_until(start + at)
+            if first_at is None:
+                first_at = time.monotonic() - start
+            text = "tok " * n
+            delta = {"content": text} if chat else None
+            choice = {"index": 0, "finish_reason": None}
+            if chat:
+                choice["delta"] = delta
+            else:
+                choice["text"] = text
+            chunk = {"id": rid, "object": kind + ".chunk", "model": engine.served_model_name,
+                     "choices": [choice]}
+            self._event(chunk)
+        final = {"index": 0, "finish_reason": "length"}
+        final["delta" if chat else "text"] = {} if chat else ""
+        self._event({"id": rid, "object": kind + ".chunk", "model": engine.served_model_name,
+                     "choices": [final]})
+        if want_usage:
+            self._event({"id": rid, "object": kind + ".chunk", "model": engine.served_model_name,
+                         "choices": [], "usage": usage})
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        engine.record(first_at or 0.0, max_tokens)
+
+    def _event(self, obj):
+        self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
+        self.wfile.flush()
+
+
+def _sleep_until(deadline):
+    delay = deadline - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+
+
+def serve(engine):
+    host = str(engine.args.get("host", "127.0.0.1"))
+    port = int(engine.args.get("port", 30000))
+    Handler.engine = engine
+    httpd = ThreadingHTTPServer((host, port), Handler)
+    httpd.daemon_threads = True
+    sys.stderr.write(f"standin: serving {engine.served_model_name} on http://{host}:{port}\n")
+    sys.stderr.flush()
+    httpd.serve_forever()
