@@ -12,6 +12,8 @@ description:
     in which case nothing changes (a re-run with nothing changed restarts nothing).
   - C(state=active) points C(current) at a release (an atomic symlink swap) and records the
     release it replaced. C(state=good) marks a release as proven to serve.
+  - C(state=info) lists the releases (sorted by id, that is by creation) and names the
+    newest good release other than C(current), the default rollback target.
   - C(current) is always read with readlink, never guessed from mtimes.
 options:
   base_dir:
@@ -21,7 +23,7 @@ options:
   state:
     description: What to do.
     type: str
-    choices: [present, active, good]
+    choices: [present, active, good, info]
     default: present
   stamp:
     description: UTC timestamp prefix of a new release id (one per run for all hosts).
@@ -64,7 +66,15 @@ current:
 manifest:
   description: The release's manifest after this task.
   type: dict
-  returned: always
+  returned: state is not info
+releases:
+  description: Manifests of all releases, oldest first.
+  type: list
+  returned: state is info
+previous_good:
+  description: Newest release with status good that is not current, or null.
+  type: str
+  returned: state is info
 """
 
 import datetime
@@ -79,6 +89,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 MANIFEST = "manifest.json"
 SCHEMA = 1
+# Manifest facts shown by --diff beside the files.
+META_DIFF_KEYS = ("sglang_version", "launch_module", "extra_packages", "model")
 ID_RE = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}$")
 
 
@@ -137,13 +149,27 @@ def _release_files(base_dir, release, names):
     return out
 
 
-def diff(base_dir, current, files):
-    """--diff output: each rendered file against the one `current` holds."""
-    before = _release_files(base_dir, current, [f["name"] for f in files]) if current else {}
+def _meta_text(manifest, keys):
+    return "".join(f"{k}: {json.dumps(manifest.get(k), sort_keys=True)}\n" for k in sorted(keys))
+
+
+def diff(base_dir, current, files, meta=None, manifest=None, after_label="new release"):
+    """--diff output: each file, and the manifest facts (sglang version...), against current."""
+    names = [f["name"] for f in files]
+    before = _release_files(base_dir, current, names) if current else {}
+    after = list(files)
+    if meta is not None:
+        cur_manifest = (read_manifest(base_dir, current) or {}) if current else {}
+        before["manifest"] = _meta_text(cur_manifest, meta) if current else ""
+        after.append({"name": "manifest", "content": _meta_text(manifest or meta, meta)})
+    return _diffs(current, before, after, after_label)
+
+
+def _diffs(current, before, files, after_label="new release"):
     return [
         {
             "before_header": f"current/{f['name']}" if current else "(no release)",
-            "after_header": f"new release/{f['name']}",
+            "after_header": f"{after_label}/{f['name']}",
             "before": before.get(f["name"], ""),
             "after": f["content"],
         }
@@ -178,7 +204,8 @@ def prepare(base_dir, stamp, files, meta, check_mode=False):
         **{k: v for k, v in meta.items() if k not in ("id", "status", "files", "args_hash")},
     }
     result.update(release=release, path=_path(base_dir, release), manifest=manifest,
-                  created=True, changed=True, diff=diff(base_dir, current, files))
+                  created=True, changed=True,
+                  diff=diff(base_dir, current, files, meta, manifest))
     if check_mode:
         return result
     final = _path(base_dir, release)
@@ -213,6 +240,11 @@ def activate(base_dir, release, check_mode=False):
     current = read_current(base_dir)
     result = {"current": current, "release": release, "path": _path(base_dir, release),
               "created": False, "changed": current != release, "manifest": manifest}
+    if result["changed"] and current:
+        names = sorted(manifest.get("files", {}))
+        target = [{"name": n, "content": c} for n, c in
+                  _release_files(base_dir, release, names).items()]
+        result["diff"] = diff(base_dir, current, target, META_DIFF_KEYS, manifest, release)
     if not result["changed"] or check_mode:
         return result
     manifest = dict(manifest, status="active", activated=_now(), previous=current)
@@ -238,6 +270,21 @@ def mark_good(base_dir, release, check_mode=False):
     return result
 
 
+def info(base_dir):
+    """All releases, oldest first, and the newest good one that is not current."""
+    current = read_current(base_dir)
+    releases_dir = os.path.join(base_dir, "releases")
+    names = sorted(n for n in os.listdir(releases_dir) if ID_RE.match(n)) \
+        if os.path.isdir(releases_dir) else []
+    releases = []
+    for name in names:
+        manifest = read_manifest(base_dir, name) or {"id": name, "status": "unreadable"}
+        releases.append(manifest)
+    good = [m["id"] for m in releases if m.get("status") == "good" and m["id"] != current]
+    return {"changed": False, "current": current, "releases": releases,
+            "previous_good": good[-1] if good else None}
+
+
 def _path(base_dir, release):
     return os.path.join(base_dir, "releases", release)
 
@@ -255,7 +302,7 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "base_dir": {"type": "path", "required": True},
-            "state": {"type": "str", "choices": ["present", "active", "good"],
+            "state": {"type": "str", "choices": ["present", "active", "good", "info"],
                       "default": "present"},
             "stamp": {"type": "str"},
             "files": {"type": "list", "elements": "dict", "options": {
@@ -275,6 +322,8 @@ def main():
     try:
         if p["state"] == "present":
             result = prepare(p["base_dir"], p["stamp"], p["files"], p["meta"], module.check_mode)
+        elif p["state"] == "info":
+            result = info(p["base_dir"])
         elif p["state"] == "active":
             result = activate(p["base_dir"], p["release"], module.check_mode)
         else:

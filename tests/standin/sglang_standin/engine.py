@@ -20,6 +20,7 @@ class Knobs:
     startup_delay_s: float = 0.0
     refuse_flag: str = ""
     crash_after: int = 0
+    broken_scheduler: bool = False
 
     @classmethod
     def from_env(cls, env=None):
@@ -40,6 +41,7 @@ class Knobs:
             startup_delay_s=pick("STARTUP_DELAY_S", float, 0.0),
             refuse_flag=pick("REFUSE_FLAG", str, "").lstrip("-"),
             crash_after=pick("CRASH_AFTER", int, 0),
+            broken_scheduler=pick("BROKEN_SCHEDULER", str, "0") in ("1", "true", "yes"),
         )
 
 

@@ -94,6 +94,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def _generate(self, body, chat):
         engine = self.engine
+        if engine.knobs.broken_scheduler:
+            # /health still answers 200, as SGLang's can while its scheduler is dead (sglang#6624).
+            self._json(503, {"error": {"message": "scheduler is not responding"}})
+            return
         if chat:
             prompt = " ".join(str(m.get("content", "")) for m in body.get("messages") or [])
         else:
@@ -113,9 +117,8 @@ class Handler(BaseHTTPRequestHandler):
         }
         kind = "chat.completion" if chat else "text_completion"
         if not body.get("stream"):
-            for at, _ in engine.schedule(max_tokens):
-                pass
-            _sleep_until(start + at)
+            last_at = max(at for at, _ in engine.schedule(max_tokens))
+            _sleep_until(start + last_at)
             engine.record(engine.knobs.ttft_ms / 1000.0, max_tokens)
             text = "tok " * max_tokens
             choice = {"index": 0, "finish_reason": "length"}

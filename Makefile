@@ -1,0 +1,57 @@
+# Two commands on a fresh Debian/Ubuntu machine (as root, or with sudo):
+#   make demo   set up, then deploy SGLang (stand-in engine) into a local systemd container
+#   make test   set up, then lint + unit tests + molecule
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export SGLANG_DEPLOY_WHEELHOUSE ?= $(CURDIR)/.cache/wheelhouse
+export ANSIBLE_FORCE_COLOR ?= 0
+export PY_COLORS ?= 0
+DEMO_HOST ?= sglang-demo
+IMAGE ?= localhost/sglang-deploy-host:bookworm
+
+.PHONY: setup host-packages lint unit molecule test demo demo-clean
+
+setup: host-packages $(VENV)/.installed
+
+host-packages:
+	@bash scripts/install-host-packages.sh
+
+$(VENV)/.installed: requirements.txt
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
+	touch $@
+
+lint: setup
+	yamllint .
+	ansible-lint
+	ansible-playbook deploy.yml --syntax-check
+	ansible-playbook playbooks/rollback.yml --syntax-check
+
+unit: setup
+	pytest tests/unit
+
+molecule: setup
+	molecule test --all
+
+test: lint unit molecule
+
+demo: setup
+	bash scripts/build-test-image.sh
+	bash scripts/build-wheelhouse.sh >/dev/null
+	podman container exists $(DEMO_HOST) || podman run -d --name $(DEMO_HOST) --hostname $(DEMO_HOST) \
+	  --runtime=runc --systemd=always --ulimit nofile=4096:4096 --ulimit nproc=4096:4096 $(IMAGE) /sbin/init
+	podman exec $(DEMO_HOST) systemctl is-system-running --wait || true
+	podman exec $(DEMO_HOST) mkdir -p /srv/models/Qwen3.6-27B
+	echo '{"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5"}' | \
+	  podman exec -i $(DEMO_HOST) tee /srv/models/Qwen3.6-27B/config.json >/dev/null
+	ansible-playbook -i inventory/demo deploy.yml
+	@echo "--- a streamed completion from the demo host (stand-in engine, 3 tokens per chunk as MTP) ---"
+	podman exec $(DEMO_HOST) curl -sN http://127.0.0.1:30000/v1/completions -H 'Content-Type: application/json' \
+	  -d '{"model": "qwen3.6-27b", "prompt": "Hello", "max_tokens": 7, "stream": true}'
+	@echo "--- run it again: nothing changes, nothing restarts ---"
+	ansible-playbook -i inventory/demo deploy.yml
+
+demo-clean:
+	podman rm -f $(DEMO_HOST)

@@ -1,0 +1,75 @@
+#!/usr/bin/python
+"""Which pinned requirements the ml-env already satisfies, read without running pip."""
+
+DOCUMENTATION = r"""
+module: sglang_pip_check
+short_description: Check pinned requirements against a virtual environment, cheaply
+description:
+  - Runs the venv's own Python to read installed versions from distribution metadata
+    (importlib.metadata) and matches them with the packaging library pip vendors, so a re-run
+    with everything installed starts no pip resolution and no index request (~0.1 s).
+  - Read-only; runs in check mode.
+options:
+  venv: {description: Path of the virtual environment., type: path, required: true}
+  requirements: {description: Requirement strings (C(sglang==0.5.23))., type: list, elements: str, required: true}
+"""
+
+RETURN = r"""
+venv_exists: {description: Whether the venv has a Python., type: bool, returned: always}
+installed: {description: Installed version per requirement name (null when absent)., type: dict, returned: always}
+missing: {description: Requirements not satisfied, in the order given., type: list, returned: always}
+"""
+
+import json
+import os
+import subprocess
+
+from ansible.module_utils.basic import AnsibleModule
+
+# Runs inside the venv: stdlib plus pip's vendored packaging (every venv made by venv has pip).
+PROBE = r"""
+import json, sys
+import importlib.metadata as md
+from pip._vendor.packaging.requirements import Requirement
+out = {"installed": {}, "missing": []}
+for text in json.loads(sys.argv[1]):
+    req = Requirement(text)
+    try:
+        version = md.version(req.name)
+    except md.PackageNotFoundError:
+        version = None
+    out["installed"][req.name] = version
+    if version is None or not req.specifier.contains(version, prereleases=True):
+        out["missing"].append(text)
+print(json.dumps(out))
+"""
+
+
+def check(venv, requirements):
+    python = os.path.join(venv, "bin", "python")
+    if not os.path.exists(python):
+        return {"venv_exists": False, "installed": {}, "missing": list(requirements)}
+    proc = subprocess.run([python, "-c", PROBE, json.dumps(requirements)],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{python} could not read its packages: {proc.stderr.strip()[-500:]}")
+    return {"venv_exists": True, **json.loads(proc.stdout)}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "venv": {"type": "path", "required": True},
+            "requirements": {"type": "list", "elements": "str", "required": True},
+        },
+        supports_check_mode=True,
+    )
+    try:
+        result = check(module.params["venv"], module.params["requirements"])
+    except RuntimeError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+import json
+import os
+
+import pytest
+from conftest import load_module
+
+rel = load_module("sglang_release")
+
+STAMP = "20261129T120000Z"
+META = {"sglang_version": "0.5.23", "launch_module": "sglang.launch_server"}
+
+
+def files(config="tp-size: 2\n"):
+    return [
+        {"name": "config.yaml", "content": config, "mode": "0644"},
+        {"name": "sglang.env", "content": 'CUDA_VISIBLE_DEVICES="0,1"\n', "mode": "0600"},
+    ]
+
+
+def deploy(base, config="tp-size: 2\n", stamp=STAMP, meta=META):
+    prepared = rel.prepare(str(base), stamp, files(config), meta)
+    rel.activate(str(base), prepared["release"])
+    return prepared
+
+
+def test_first_prepare_creates_a_pending_release(tmp_path):
+    out = rel.prepare(str(tmp_path), STAMP, files(), META)
+    assert out["created"] and out["changed"]
+    assert out["release"].startswith(STAMP + "-") and len(out["release"]) == len(STAMP) + 9
+    path = tmp_path / "releases" / out["release"]
+    assert (path / "config.yaml").read_text() == "tp-size: 2\n"
+    assert oct((path / "sglang.env").stat().st_mode & 0o777) == "0o600"
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert manifest["status"] == "pending"
+    assert manifest["sglang_version"] == "0.5.23"
+    assert out["current"] is None
+    assert not (tmp_path / "current").exists()  # preparing never touches what serves
+
+
+def test_same_content_makes_no_release(tmp_path):
+    first = deploy(tmp_path)
+    again = rel.prepare(str(tmp_path), "20261130T000000Z", files(), META)
+    assert not again["changed"] and not again["created"]
+    assert again["release"] == first["release"]
+    assert os.listdir(tmp_path / "releases") == [first["release"]]
+
+
+@pytest.mark.parametrize(
+    "config, meta",
+    [("tp-size: 4\n", META), ("tp-size: 2\n", {**META, "sglang_version": "0.5.20"})],
+)
+def test_changed_config_or_version_makes_a_new_release(tmp_path, config, meta):
+    first = deploy(tmp_path)
+    second = rel.prepare(str(tmp_path), "20261130T000000Z", files(config), meta)
+    assert second["created"] and second["release"] != first["release"]
+    assert sorted(os.listdir(tmp_path / "releases")) == [first["release"], second["release"]]
+
+
+def test_activate_swaps_current_and_records_previous(tmp_path):
+    first = deploy(tmp_path)
+    second = rel.prepare(str(tmp_path), "20261130T000000Z", files("tp-size: 4\n"), META)
+    out = rel.activate(str(tmp_path), second["release"])
+    assert out["changed"] and out["current"] == first["release"]
+    assert os.readlink(tmp_path / "current") == f"releases/{second['release']}"
+    manifest = rel.read_manifest(str(tmp_path), second["release"])
+    assert manifest["status"] == "active" and manifest["previous"] == first["release"]
+    assert not rel.activate(str(tmp_path), second["release"])["changed"]
+    back = rel.activate(str(tmp_path), first["release"], check_mode=True)
+    assert back["changed"] and os.readlink(tmp_path / "current").endswith(second["release"])
+    config_diff = back["diff"][0]
+    assert config_diff["after_header"] == f"{first['release']}/config.yaml"
+    assert (config_diff["before"], config_diff["after"]) == ("tp-size: 4\n", "tp-size: 2\n")
+
+
+def test_mark_good_once(tmp_path):
+    first = deploy(tmp_path)
+    assert rel.mark_good(str(tmp_path), first["release"])["changed"]
+    assert rel.read_manifest(str(tmp_path), first["release"])["status"] == "good"
+    assert not rel.mark_good(str(tmp_path), first["release"])["changed"]
+
+
+def test_check_mode_writes_nothing_and_shows_the_diff(tmp_path):
+    deploy(tmp_path)
+    before = sorted(os.listdir(tmp_path / "releases"))
+    out = rel.prepare(str(tmp_path), "20261130T000000Z", files("tp-size: 4\n"), META,
+                      check_mode=True)
+    assert out["changed"] and out["created"]
+    assert sorted(os.listdir(tmp_path / "releases")) == before
+    assert out["diff"] == [{
+        "before_header": "current/config.yaml",
+        "after_header": "new release/config.yaml",
+        "before": "tp-size: 2\n",
+        "after": "tp-size: 4\n",
+    }]
+    version = rel.prepare(str(tmp_path), "20261130T000000Z", files(),
+                          {**META, "sglang_version": "0.5.20"}, check_mode=True)
+    assert [d["after_header"] for d in version["diff"]] == ["new release/manifest"]
+    assert 'sglang_version: "0.5.23"' in version["diff"][0]["before"]
+    assert 'sglang_version: "0.5.20"' in version["diff"][0]["after"]
+    second = out["release"]
+    with pytest.raises(rel.ReleaseError, match="no readable manifest"):
+        rel.activate(str(tmp_path), second, check_mode=True)
+
+
+def test_ids_sort_by_creation(tmp_path):
+    ids = [deploy(tmp_path, f"n: {i}\n", f"2026112{i}T000000Z")["release"] for i in range(3)]
+    assert sorted(ids) == ids
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda b: rel.prepare(b, "yesterday", files(), META), "stamp"),
+        (lambda b: rel.prepare(b, STAMP, [{"name": "../x", "content": ""}], META), "file name"),
+        (lambda b: rel.prepare(b, STAMP, [{"name": "manifest.json", "content": ""}], META),
+         "file name"),
+        (lambda b: rel.activate(b, "latest"), "not a release id"),
+        (lambda b: rel.activate(b, "20261129T000000Z-deadbeef"), "no readable manifest"),
+    ],
+)
+def test_bad_requests_are_refused(tmp_path, call, message):
+    with pytest.raises(rel.ReleaseError, match=message):
+        call(str(tmp_path))
+
+
+def test_current_that_is_not_a_symlink_is_refused(tmp_path):
+    (tmp_path / "current").mkdir()
+    with pytest.raises(rel.ReleaseError, match="not a symlink"):
+        rel.prepare(str(tmp_path), STAMP, files(), META)
+
+
+def test_info_lists_releases_oldest_first_and_the_rollback_target(tmp_path):
+    assert rel.info(str(tmp_path)) == {"changed": False, "current": None, "releases": [],
+                                       "previous_good": None}
+    a = deploy(tmp_path, "n: a\n", "20261101T000000Z")["release"]
+    rel.mark_good(str(tmp_path), a)
+    b = deploy(tmp_path, "n: b\n", "20261102T000000Z")["release"]
+    rel.mark_good(str(tmp_path), b)
+    c = deploy(tmp_path, "n: c\n", "20261103T000000Z")["release"]  # active, never proven
+    out = rel.info(str(tmp_path))
+    assert [m["id"] for m in out["releases"]] == [a, b, c]
+    assert [m["status"] for m in out["releases"]] == ["good", "good", "active"]
+    assert out["current"] == c
+    assert out["previous_good"] == b

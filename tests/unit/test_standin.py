@@ -1,0 +1,82 @@
+"""The stand-in must be exact where benchmarks measure it, and shaped like real SGLang."""
+
+import json
+import urllib.request
+
+import pytest
+from sglang_standin import args as argmod
+from sglang_standin.engine import Engine, Knobs
+
+
+def test_config_file_and_cli_merge_with_cli_winning(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("model-path: /m\ntp_size: 2\nenable-metrics: true\n")
+    args = argmod.load_args(["--config", str(cfg), "--tp-size", "4", "--disable-cuda-graph"])
+    assert args == {"model-path": "/m", "tp-size": "4", "enable-metrics": True,
+                    "disable-cuda-graph": True}
+
+
+def test_config_equals_form_is_refused_like_sglang_would_ignore_it():
+    with pytest.raises(argmod.ArgsError, match="--config PATH"):
+        argmod.parse_argv(["--config=/x.yaml"])
+
+
+def test_model_path_is_required():
+    with pytest.raises(argmod.ArgsError, match="model-path"):
+        argmod.load_args(["--port", "1"])
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 4])
+def test_schedule_gives_exact_ttft_and_tpot(chunk):
+    engine = Engine({"model-path": "/m"}, Knobs(tok_s=50, ttft_ms=300, tokens_per_chunk=chunk))
+    events = list(engine.schedule(256))
+    assert sum(n for _, n in events) == 256
+    assert events[0] == (0.3, 1)
+    last = events[-1][0]
+    # bench_serving: TPOT = (latency - TTFT) / (output tokens - 1)
+    assert (last - 0.3) / 255 == pytest.approx(1 / 50)
+    assert all(n == chunk for _, n in events[1:-1])
+
+
+def test_server_info_new_and_legacy_shapes():
+    args = {"model-path": "/m", "tp-size": 2, "speculative-algorithm": "NEXTN",
+            "speculative-num-steps": 3, "cuda-graph-max-bs-decode": 32}
+    new = Engine(args, Knobs(shape="0.5.23")).server_info()
+    assert new["cuda_graph_config"]["decode"] == {"backend": "full", "max_bs": 32}
+    assert new["speculative_algorithm"] == "EAGLE"
+    assert new["speculative_num_draft_tokens"] == 4
+    assert "disable_cuda_graph" not in new
+    old = Engine({**args, "disable-piecewise-cuda-graph": True}, Knobs(shape="0.5.12"))
+    info = old.server_info()
+    assert info["disable_cuda_graph"] is False
+    assert info["disable_piecewise_cuda_graph"] is True
+    assert "cuda_graph_config" not in info
+
+
+def test_resolved_knob_overrides_what_is_reported():
+    knobs = Knobs.from_env({"SGLANG_STANDIN_RESOLVED": '{"tp_size": 1}',
+                            "SGLANG_STANDIN_TOKENS_PER_CHUNK": "4"})
+    assert knobs.accept_length == 4.0
+    assert Engine({"model-path": "/m", "tp-size": 2}, knobs).server_info()["tp_size"] == 1
+
+
+def test_http_stream_usage_and_metrics(standin):
+    url, engine = standin(**{"speculative-algorithm": "NEXTN"})
+    body = json.dumps({"prompt": "a b c", "max_tokens": 10, "stream": True,
+                       "stream_options": {"include_usage": True}}).encode()
+    req = urllib.request.Request(url + "/v1/completions", data=body,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req) as resp:
+        events = [line[6:] for line in resp.read().decode().splitlines()
+                  if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    text = "".join(c["choices"][0]["text"] for c in chunks if c["choices"])
+    assert text.split() == ["tok"] * 10
+    assert chunks[-1]["usage"] == {"prompt_tokens": 3, "completion_tokens": 10,
+                                   "total_tokens": 13}
+    with urllib.request.urlopen(url + "/metrics") as resp:
+        metrics = resp.read().decode()
+    assert 'sglang:generation_tokens_total{model_name="m"} 10' in metrics
+    assert 'mode="decode_cuda_graph"} 3' in metrics  # 9 tokens after the first, 3 per chunk
+    assert "sglang:spec_accept_length" in metrics
