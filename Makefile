@@ -11,7 +11,7 @@ export PY_COLORS ?= 0
 DEMO_HOST ?= sglang-demo
 IMAGE ?= localhost/sglang-deploy-host:bookworm
 
-.PHONY: setup host-packages lint unit molecule test demo demo-clean
+.PHONY: setup host-packages lint unit integration molecule test demo demo-clean
 
 setup: host-packages $(VENV)/.installed
 
@@ -32,10 +32,14 @@ lint: setup
 unit: setup
 	pytest tests/unit
 
+# The real sglang parser on the CPU: builds (once, cached) a 2.3 GB venv with torch.
+integration: setup
+	pytest tests/integration
+
 molecule: setup
 	molecule test --all
 
-test: lint unit molecule
+test: lint unit integration molecule
 
 demo: setup
 	bash scripts/build-test-image.sh

@@ -13,7 +13,7 @@ from ansible.errors import AnsibleFilterError
 
 ARG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-PROFILE_KEYS = {"description", "min_sglang_version", "model", "args", "env"}
+PROFILE_KEYS = {"description", "min_sglang_version", "model", "args", "env", "expect"}
 MODEL_KEYS = {"path", "revision", "served_model_name"}
 # Arguments the role owns through its own variables: set them there, not in args.
 ROLE_OWNED = {
@@ -95,7 +95,7 @@ def sglang_profile_check(profile, name="sglang_profile"):
         raise AnsibleFilterError(
             f"{name}: unknown model keys {unknown}; allowed: {sorted(MODEL_KEYS)}"
         )
-    for key in ("args", "env"):
+    for key in ("args", "env", "expect"):
         if not isinstance(profile.get(key, {}), dict):
             raise AnsibleFilterError(f"{name}: {key} must be a mapping")
     return profile
@@ -203,6 +203,19 @@ def sglang_env_merge(profile, overrides=None):
     return merged
 
 
+def sglang_expect_merge(profile, overrides=None):
+    """The profile's expectations, then the operator's sglang_expect (a null value removes one)."""
+    merged = dict(profile.get("expect") or {})
+    if not isinstance(overrides or {}, dict):
+        raise AnsibleFilterError("sglang_expect must be a mapping")
+    for key, value in (overrides or {}).items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return _plain(merged)
+
+
 def sglang_env_file(env):
     """A systemd EnvironmentFile: one NAME="value" per line, sorted, escaped."""
     lines = ["# Rendered by sglang-deploy: environment of the SGLang server."]
@@ -249,6 +262,7 @@ class FilterModule:
             "sglang_config_yaml": sglang_config_yaml,
             "sglang_env_merge": sglang_env_merge,
             "sglang_env_file": sglang_env_file,
+            "sglang_expect_merge": sglang_expect_merge,
             "sglang_pip_args": sglang_pip_args,
             "sglang_connect_host": sglang_connect_host,
         }

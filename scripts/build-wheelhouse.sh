@@ -6,7 +6,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 dest="${1:-${SGLANG_DEPLOY_WHEELHOUSE:-$here/.cache/wheelhouse}}"
-sglang_version="${SGLANG_VERSION:-0.5.23}"
+# Space-separated: the pin the demo deploys, plus any other version a test scenario installs.
+sglang_versions="${SGLANG_VERSIONS:-0.5.23}"
 # The hosts' Python (Debian 12 containers: 3.11), not necessarily the controller's.
 host_python="${WHEELHOUSE_PYTHON_VERSION:-3.11}"
 pip=(python3 -m pip --disable-pip-version-check -q)
@@ -16,11 +17,13 @@ fi
 
 mkdir -p "$dest"
 
-if ! compgen -G "$dest/sglang-${sglang_version}-*.whl" >/dev/null; then
-  echo "wheelhouse: sglang ${sglang_version}"
-  "${pip[@]}" download --no-deps --only-binary=:all: --python-version "$host_python" \
-    -d "$dest" "sglang==${sglang_version}"
-fi
+for sglang_version in $sglang_versions; do
+  if ! compgen -G "$dest/sglang-${sglang_version}-*.whl" >/dev/null; then
+    echo "wheelhouse: sglang ${sglang_version}"
+    "${pip[@]}" download --no-deps --only-binary=:all: --python-version "$host_python" \
+      -d "$dest" "sglang==${sglang_version}"
+  fi
+done
 
 if ! compgen -G "$dest/[Pp][Yy][Yy][Aa][Mm][Ll]-*.whl" >/dev/null; then
   echo "wheelhouse: pyyaml"

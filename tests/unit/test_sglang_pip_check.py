@@ -2,7 +2,7 @@ import os
 import subprocess
 import sys
 
-from conftest import load_module
+from support import load_module
 
 pipcheck = load_module("sglang_pip_check")
 

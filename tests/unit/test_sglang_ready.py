@@ -1,5 +1,5 @@
 import pytest
-from conftest import free_port, load_module
+from support import free_port, load_module
 from sglang_standin.engine import Knobs
 
 ready = load_module("sglang_ready")

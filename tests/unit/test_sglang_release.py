@@ -2,7 +2,7 @@ import json
 import os
 
 import pytest
-from conftest import load_module
+from support import load_module
 
 rel = load_module("sglang_release")
 
@@ -72,11 +72,22 @@ def test_activate_swaps_current_and_records_previous(tmp_path):
     assert (config_diff["before"], config_diff["after"]) == ("tp-size: 4\n", "tp-size: 2\n")
 
 
+def test_mark_failed_keeps_the_reason_and_is_never_a_rollback_target(tmp_path):
+    first = deploy(tmp_path)
+    rel.mark(str(tmp_path), first["release"], "good")
+    second = rel.prepare(str(tmp_path), "20261130T000000Z", files("tp-size: 4\n"), META)
+    out = rel.mark(str(tmp_path), second["release"], "failed", "preflight: flags")
+    assert out["changed"] and out["manifest"]["reason"] == "preflight: flags"
+    assert rel.read_manifest(str(tmp_path), second["release"])["status"] == "failed"
+    assert os.readlink(tmp_path / "current").endswith(first["release"])
+    assert rel.info(str(tmp_path))["previous_good"] is None  # current is the only good one
+
+
 def test_mark_good_once(tmp_path):
     first = deploy(tmp_path)
-    assert rel.mark_good(str(tmp_path), first["release"])["changed"]
+    assert rel.mark(str(tmp_path), first["release"], "good")["changed"]
     assert rel.read_manifest(str(tmp_path), first["release"])["status"] == "good"
-    assert not rel.mark_good(str(tmp_path), first["release"])["changed"]
+    assert not rel.mark(str(tmp_path), first["release"], "good")["changed"]
 
 
 def test_check_mode_writes_nothing_and_shows_the_diff(tmp_path):
@@ -133,9 +144,9 @@ def test_info_lists_releases_oldest_first_and_the_rollback_target(tmp_path):
     assert rel.info(str(tmp_path)) == {"changed": False, "current": None, "releases": [],
                                        "previous_good": None}
     a = deploy(tmp_path, "n: a\n", "20261101T000000Z")["release"]
-    rel.mark_good(str(tmp_path), a)
+    rel.mark(str(tmp_path), a, "good")
     b = deploy(tmp_path, "n: b\n", "20261102T000000Z")["release"]
-    rel.mark_good(str(tmp_path), b)
+    rel.mark(str(tmp_path), b, "good")
     c = deploy(tmp_path, "n: c\n", "20261103T000000Z")["release"]  # active, never proven
     out = rel.info(str(tmp_path))
     assert [m["id"] for m in out["releases"]] == [a, b, c]

@@ -11,7 +11,8 @@ description:
   - C(state=present) creates a release unless C(current) already has the same content hash,
     in which case nothing changes (a re-run with nothing changed restarts nothing).
   - C(state=active) points C(current) at a release (an atomic symlink swap) and records the
-    release it replaced. C(state=good) marks a release as proven to serve.
+    release it replaced. C(state=good) marks a release as proven to serve, C(state=failed)
+    as refused, with a C(reason).
   - C(state=info) lists the releases (sorted by id, that is by creation) and names the
     newest good release other than C(current), the default rollback target.
   - C(current) is always read with readlink, never guessed from mtimes.
@@ -23,7 +24,7 @@ options:
   state:
     description: What to do.
     type: str
-    choices: [present, active, good, info]
+    choices: [present, active, good, failed, info]
     default: present
   stamp:
     description: UTC timestamp prefix of a new release id (one per run for all hosts).
@@ -42,7 +43,10 @@ options:
     type: dict
     default: {}
   release:
-    description: Release id, for C(state=active) and C(state=good).
+    description: Release id, for C(state=active), C(good) and C(failed).
+    type: str
+  reason:
+    description: Why a release failed, for C(state=failed).
     type: str
 """
 
@@ -258,13 +262,15 @@ def activate(base_dir, release, check_mode=False):
     return result
 
 
-def mark_good(base_dir, release, check_mode=False):
+def mark(base_dir, release, status, reason=None, check_mode=False):
+    """Set a release's status (good: proven to serve; failed: refused, with the reason)."""
     manifest = _require(base_dir, release)
+    changed = manifest.get("status") != status or (reason and manifest.get("reason") != reason)
     result = {"current": read_current(base_dir), "release": release, "created": False,
-              "path": _path(base_dir, release), "changed": manifest.get("status") != "good",
-              "manifest": manifest}
-    if result["changed"] and not check_mode:
-        manifest = dict(manifest, status="good", proven=_now())
+              "path": _path(base_dir, release), "changed": bool(changed), "manifest": manifest}
+    if changed and not check_mode:
+        extra = {"proven": _now()} if status == "good" else {"failed": _now(), "reason": reason}
+        manifest = dict(manifest, status=status, **extra)
         _write_json_atomic(os.path.join(_path(base_dir, release), MANIFEST), manifest)
         result["manifest"] = manifest
     return result
@@ -302,7 +308,7 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "base_dir": {"type": "path", "required": True},
-            "state": {"type": "str", "choices": ["present", "active", "good", "info"],
+            "state": {"type": "str", "choices": ["present", "active", "good", "failed", "info"],
                       "default": "present"},
             "stamp": {"type": "str"},
             "files": {"type": "list", "elements": "dict", "options": {
@@ -312,10 +318,12 @@ def main():
             }},
             "meta": {"type": "dict", "default": {}},
             "release": {"type": "str"},
+            "reason": {"type": "str"},
         },
         required_if=[("state", "present", ["stamp", "files"]),
                      ("state", "active", ["release"]),
-                     ("state", "good", ["release"])],
+                     ("state", "good", ["release"]),
+                     ("state", "failed", ["release", "reason"])],
         supports_check_mode=True,
     )
     p = module.params
@@ -327,7 +335,7 @@ def main():
         elif p["state"] == "active":
             result = activate(p["base_dir"], p["release"], module.check_mode)
         else:
-            result = mark_good(p["base_dir"], p["release"], module.check_mode)
+            result = mark(p["base_dir"], p["release"], p["state"], p["reason"], module.check_mode)
     except (ReleaseError, OSError) as exc:
         module.fail_json(msg=str(exc))
     if not module._diff:

@@ -14,6 +14,10 @@ from .server import serve
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    if "--help" in argv or "-h" in argv:
+        # Never the place to learn SGLang's flags: its own parser is (sglang_args_check).
+        sys.stderr.write("standin: TEST STAND-IN for sglang.launch_server; it has no --help\n")
+        return 2
     try:
         server_args = argmod.load_args(argv)
     except (argmod.ArgsError, OSError) as exc:

@@ -1,0 +1,184 @@
+#!/usr/bin/python
+"""Facts a preflight needs from a GPU host, read without importing sglang."""
+
+DOCUMENTATION = r"""
+module: sglang_facts
+short_description: Read SGLang, model, GPU and NCCL facts from a host, without importing sglang
+description:
+  - C(sglang_version) from the installed distribution's metadata.
+  - C(piecewise_blacklist) parsed with C(ast) from the installed sources
+    (C(sglang/srt/configs/model_config.py)), with every place outside its own definition that
+    reads it (C(consulted_in)), and the other rules beside the reading one.
+  - The model's C(architectures) and C(model_type) from its C(config.json) (a local directory
+    or a Hugging Face hub cache snapshot), and the checkpoint's weight bytes.
+  - GPUs (C(nvidia-smi --query-gpu)), topology (C(nvidia-smi topo -m)) and peer access
+    (C(nvidia-smi topo -p2p r)) as raw text for the controller to parse, or an explicit
+    no-GPU fact.
+  - The NCCL_*, SGLANG_*, CUDA_* environment the release will run with and C(/etc/nccl.conf).
+  - Read-only, standard library only; well under a second on a full install.
+options:
+  venv: {description: The ml-env., type: path, required: true}
+  model_path: {description: Local checkpoint directory or hub id., type: str, default: ""}
+  model_revision: {description: Hub revision for a hub id (default C(main))., type: str, default: ""}
+  env: {description: Environment the release runs with (its env file)., type: dict, default: {}}
+  nvidia_smi: {description: nvidia-smi command., type: str, default: nvidia-smi}
+"""
+
+RETURN = r"""
+sglang_version: {description: Installed sglang version or null., type: str, returned: always}
+piecewise_blacklist: {description: archs, defined_in, consulted, consulted_in, consulting_code, sibling_rules., type: dict, returned: always}
+model: {description: path, config_path, source (local, hub-cache or null), architectures, model_type, weight_bytes., type: dict, returned: always}
+gpus: {description: present, count, devices, topology_text, p2p_text, reason., type: dict, returned: always}
+env: {description: NCCL_*/SGLANG_*/CUDA_* of the release., type: dict, returned: always}
+nccl_conf: {description: Settings read from /etc/nccl.conf., type: dict, returned: always}
+elapsed_s: {description: Time taken., type: float, returned: always}
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_source import blacklist_facts, find_package
+
+ENV_PREFIXES = ("NCCL_", "SGLANG_", "CUDA_", "TORCH_NCCL_")
+
+
+def hub_cache_dirs(env=None):
+    env = os.environ if env is None else env
+    dirs = []
+    if env.get("HF_HUB_CACHE"):
+        dirs.append(env["HF_HUB_CACHE"])
+    if env.get("HF_HOME"):
+        dirs.append(os.path.join(env["HF_HOME"], "hub"))
+    dirs.append(os.path.join(os.path.expanduser("~"), ".cache", "huggingface", "hub"))
+    return dirs
+
+
+def resolve_model_dir(model_path, revision="", env=None):
+    """(directory, source) of a checkpoint: a local dir, or a hub id's cached snapshot."""
+    if not model_path:
+        return None, None
+    if os.path.isdir(model_path):
+        return model_path, "local"
+    if model_path.count("/") != 1:
+        return None, None
+    repo = "models--" + model_path.replace("/", "--")
+    for cache in hub_cache_dirs(env):
+        base = os.path.join(cache, repo)
+        ref = revision or "main"
+        snapshot = ref
+        ref_file = os.path.join(base, "refs", ref)
+        if os.path.exists(ref_file):
+            with open(ref_file, encoding="utf-8") as handle:
+                snapshot = handle.read().strip()
+        candidate = os.path.join(base, "snapshots", snapshot)
+        if os.path.isdir(candidate):
+            return candidate, "hub-cache"
+    return None, None
+
+
+def model_facts(model_path, revision="", env=None):
+    out = {"path": model_path, "config_path": None, "source": None, "architectures": [],
+           "model_type": None, "weight_bytes": None}
+    directory, source = resolve_model_dir(model_path, revision, env)
+    if not directory:
+        return out
+    out["source"] = source
+    config = os.path.join(directory, "config.json")
+    if os.path.exists(config):
+        with open(config, encoding="utf-8") as handle:
+            data = json.load(handle)
+        out.update(config_path=config, architectures=list(data.get("architectures") or []),
+                   model_type=data.get("model_type"))
+    weights = [os.path.join(directory, n) for n in os.listdir(directory)
+               if n.endswith((".safetensors", ".bin"))]
+    if weights:
+        # Hub snapshots hold symlinks into blobs/: count what they point at.
+        out["weight_bytes"] = sum(os.stat(w).st_size for w in weights)
+    return out
+
+
+def _run(cmd):
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=60)
+    return proc.returncode, proc.stdout, proc.stderr.strip()
+
+
+def gpu_facts(nvidia_smi="nvidia-smi"):
+    path = shutil.which(nvidia_smi)
+    if not path:
+        return {"present": False, "count": 0, "devices": [], "topology_text": None,
+                "p2p_text": None, "reason": f"{nvidia_smi} not found: no NVIDIA GPU driver on this host"}
+    rc, out, err = _run([path, "--query-gpu=index,name,memory.total,pci.bus_id",
+                         "--format=csv,noheader,nounits"])
+    if rc != 0:
+        return {"present": False, "count": 0, "devices": [], "topology_text": None,
+                "p2p_text": None, "reason": f"nvidia-smi failed: {err or out}"}
+    devices = []
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) >= 4 and parts[0].isdigit():
+            devices.append({"index": int(parts[0]), "name": parts[1],
+                            "memory_mib": int(float(parts[2])) if parts[2].replace(".", "").isdigit() else None,
+                            "pci_bus_id": parts[3]})
+    _, topo, _ = _run([path, "topo", "-m"])
+    _, p2p, _ = _run([path, "topo", "-p2p", "r"])
+    return {"present": bool(devices), "count": len(devices), "devices": devices,
+            "topology_text": topo or None, "p2p_text": p2p or None, "reason": None}
+
+
+def read_nccl_conf(path="/etc/nccl.conf"):
+    conf = {}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                line = line.strip()
+                if line and not line.startswith("#") and "=" in line:
+                    key, value = line.split("=", 1)
+                    conf[key.strip()] = value.strip()
+    except OSError:
+        pass
+    return conf
+
+
+def collect(params):
+    start = time.monotonic()
+    site, version = find_package(params["venv"])
+    blacklist = blacklist_facts(site) if site else {
+        "archs": [], "defined_in": None, "consulted": False, "consulted_in": [],
+        "consulting_code": [], "sibling_rules": []}
+    env = {k: str(v) for k, v in (params.get("env") or {}).items() if k.startswith(ENV_PREFIXES)}
+    return {
+        "sglang_version": version,
+        "sglang_site_packages": site,
+        "piecewise_blacklist": blacklist,
+        "model": model_facts(params.get("model_path") or "", params.get("model_revision") or ""),
+        "gpus": gpu_facts(params.get("nvidia_smi") or "nvidia-smi"),
+        "env": env,
+        "nccl_conf": read_nccl_conf(),
+        "elapsed_s": round(time.monotonic() - start, 3),
+    }
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "venv": {"type": "path", "required": True},
+            "model_path": {"type": "str", "default": ""},
+            "model_revision": {"type": "str", "default": ""},
+            "env": {"type": "dict", "default": {}},
+            "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
+        },
+        supports_check_mode=True,
+    )
+    try:
+        facts = collect(module.params)
+    except (OSError, SyntaxError, ValueError) as exc:
+        module.fail_json(msg=f"could not read facts: {exc}")
+    module.exit_json(changed=False, **facts)
+
+
+if __name__ == "__main__":
+    main()

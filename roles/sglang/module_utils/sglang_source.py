@@ -1,0 +1,183 @@
+"""Read facts from an installed SGLang's sources without importing it (no torch, no GPU).
+
+Everything here parses files with `ast`: importing sglang takes seconds and needs its whole
+dependency set. Findings carry `file:line` so a report can cite them.
+"""
+
+import ast
+import os
+import re
+
+LIST_NAME = "piecewise_cuda_graph_disabled_model_archs"
+FUNC_NAME = "is_piecewise_cuda_graph_disabled_model"
+NEEDLE = b"piecewise_cuda_graph_disabled_model"
+MODEL_CONFIG = "sglang/srt/configs/model_config.py"
+
+
+def find_package(venv):
+    """Return (site-packages dir, sglang version) for the sglang installed in `venv`."""
+    lib = os.path.join(venv, "lib")
+    for pyver in sorted(os.listdir(lib)) if os.path.isdir(lib) else []:
+        site = os.path.join(lib, pyver, "site-packages")
+        if not os.path.isdir(os.path.join(site, "sglang")):
+            continue
+        for entry in os.listdir(site):
+            if entry.startswith("sglang-") and entry.endswith(".dist-info"):
+                return site, _metadata_version(os.path.join(site, entry, "METADATA"))
+        return site, None
+    return None, None
+
+
+def _metadata_version(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("Version:"):
+                    return line.split(":", 1)[1].strip()
+                if not line.strip():
+                    break
+    except OSError:
+        pass
+    return None
+
+
+def _parse(path):
+    with open(path, "rb") as handle:
+        return ast.parse(handle.read(), filename=path)
+
+
+def _enclosing(tree):
+    """Map each node to the dotted name of the function/class it sits in."""
+    owner = {}
+
+    def visit(node, name):
+        for child in ast.iter_child_nodes(node):
+            child_name = name
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                child_name = f"{name}.{child.name}" if name else child.name
+            owner[child] = child_name
+            visit(child, child_name)
+
+    visit(tree, "")
+    return owner
+
+
+def blacklist_definition(site):
+    """The list literal in model_config.py: (archs, line) or ([], None) when absent."""
+    path = os.path.join(site, MODEL_CONFIG)
+    if not os.path.exists(path):
+        return [], None
+    for node in _parse(path).body:
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, ast.AnnAssign) else [])
+        if any(isinstance(t, ast.Name) and t.id == LIST_NAME for t in targets):
+            if isinstance(node.value, (ast.List, ast.Tuple, ast.Set)):
+                archs = [e.value for e in node.value.elts
+                         if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+                return archs, node.lineno
+    return [], None
+
+
+def _definition_nodes(tree):
+    """Nodes of model_config.py that only define the list, the function and the attribute."""
+    spans = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == FUNC_NAME:
+            spans.append(node)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if (isinstance(target, ast.Name) and target.id == LIST_NAME) or (
+                    isinstance(target, ast.Attribute) and target.attr == FUNC_NAME
+                ):
+                    spans.append(node)
+    inside = set()
+    for span in spans:
+        inside.update(ast.walk(span))
+    return inside
+
+
+def consulted_in(site):
+    """Code that reads the list, the function or the attribute outside their own definitions.
+
+    Returns [{"where": "sglang/srt/server_args.py:1086", "in": "ServerArgs._handle_...",
+    "code": "<the statement>", "function_node": ...}] sorted by file and line.
+    """
+    found = []
+    root = os.path.join(site, "sglang")
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(dirpath, name)
+            with open(path, "rb") as handle:
+                if NEEDLE not in handle.read():
+                    continue
+            rel = os.path.relpath(path, site).replace(os.sep, "/")
+            tree = _parse(path)
+            skip = _definition_nodes(tree) if rel == MODEL_CONFIG else set()
+            owner = _enclosing(tree)
+            source = open(path, encoding="utf-8", errors="replace").read().splitlines()
+            for node in ast.walk(tree):
+                if node in skip:
+                    continue
+                ref = (isinstance(node, ast.Name) and node.id in (LIST_NAME, FUNC_NAME)) or (
+                    isinstance(node, ast.Attribute) and node.attr in (LIST_NAME, FUNC_NAME))
+                if ref and isinstance(getattr(node, "ctx", None), ast.Load):
+                    found.append({
+                        "where": f"{rel}:{node.lineno}",
+                        "in": owner.get(node, ""),
+                        "code": source[node.lineno - 1].strip(),
+                        "file": path,
+                        "line": node.lineno,
+                    })
+    return sorted(found, key=lambda f: (f["file"], f["line"]))
+
+
+def sibling_rules(path, function, target="disable_piecewise_cuda_graph"):
+    """Other `if <cond>: self.<target> = True` rules in the function that reads the list.
+
+    SGLang puts the architecture rule beside others (speculative decoding, DP attention,
+    pipeline parallelism...). Returns [{"line", "condition"}] as source text.
+    """
+    if not function:
+        return []
+    tree = _parse(path)
+    parts = function.split(".")
+    node = tree
+    for part in parts:
+        node = next((c for c in ast.iter_child_nodes(node)
+                     if isinstance(c, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                     and c.name == part), None)
+        if node is None:
+            return []
+    rules = []
+    for child in ast.walk(node):
+        if not isinstance(child, ast.If):
+            continue
+        for stmt in child.body:
+            if (isinstance(stmt, ast.Assign) and any(
+                    isinstance(t, ast.Attribute) and t.attr == target for t in stmt.targets)
+                    and isinstance(stmt.value, ast.Constant) and stmt.value.value is True):
+                rules.append({"line": child.lineno, "condition": ast.unparse(child.test)})
+    return rules
+
+
+def blacklist_facts(site):
+    archs, line = blacklist_definition(site)
+    refs = consulted_in(site) if line is not None else []
+    out = {
+        "archs": archs,
+        "defined_in": f"{MODEL_CONFIG}:{line}" if line is not None else None,
+        "consulted": bool(refs),
+        "consulted_in": [f"{r['where']} ({r['in']})" if r["in"] else r["where"] for r in refs],
+        "consulting_code": [r["code"] for r in refs],
+        "sibling_rules": [],
+    }
+    for ref in refs:
+        for rule in sibling_rules(ref["file"], ref["in"]):
+            rule["where"] = f"{ref['where'].rsplit(':', 1)[0]}:{rule['line']}"
+            out["sibling_rules"].append(rule)
+    return out
+
+

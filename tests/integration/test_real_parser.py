@@ -1,0 +1,58 @@
+"""The release's arguments checked by the real SGLang 0.5.23 parser, on the CPU."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from support import load_module
+from support.wheels import cpu_venv
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "filter_plugins"))
+import sglang_preflight as pf  # noqa: E402
+import sglang_render as render  # noqa: E402
+
+args_check = load_module("sglang_args_check")
+PROFILE = yaml.safe_load((ROOT / "roles/sglang/profiles/qwen3.6-27b-tp2-mtp.yml").read_text())
+
+
+@pytest.fixture(scope="module")
+def venv():
+    return str(cpu_venv("0.5.23"))
+
+
+def test_the_default_profile_is_accepted(venv):
+    args = render.sglang_server_config(PROFILE, {"cuda-graph-max-bs-decode": 32},
+                                       "/srv/models/Qwen3.6-27B")
+    out = args_check.check(venv, args)
+    print(f"\nsglang 0.5.23 --help: {out['known_count']} options in {out['elapsed_s']} s")
+    assert out["checked"], out["reason"]
+    assert out["known_count"] > 300
+    assert out["unknown"] == []
+
+
+@pytest.mark.parametrize(
+    "flag, nearest",
+    [
+        ("cuda-graph-max-bs", "cuda-graph-max-bs-decode"),
+        ("mamba-scheduler-strategy", "mamba-radix-cache-strategy"),
+        ("disable-piecewise-cuda-graph", "disable-prefill-cuda-graph"),
+    ],
+)
+def test_removed_flags_are_rejected_with_a_suggestion(venv, flag, nearest):
+    args = render.sglang_server_config(PROFILE, {flag: 8 if "bs" in flag else True})
+    out = args_check.check(venv, args)
+    assert out["unknown"] == [{"name": flag, "suggestions": out["unknown"][0]["suggestions"]}]
+    assert nearest in out["unknown"][0]["suggestions"]
+    facts = {"sglang_version": "0.5.23", "gpus": {"present": False, "reason": "no GPU"},
+             "model": {"architectures": []}, "piecewise_blacklist": {}}
+    verdict = pf.sglang_preflight(facts, args, {}, {}, False, out)
+    flags = [c for c in verdict["checks"] if c["setting"] == "flags"][0]
+    assert flags["status"] == "fail" and not verdict["ok"]
+    assert f"--{flag} (nearest: " in flags["reason"] and f"--{nearest}" in flags["reason"]
+
+
+def test_a_venv_that_cannot_run_the_parser_says_why(tmp_path):
+    out = args_check.check(str(tmp_path), {"tp-size": 2})
+    assert out["checked"] is False and "--help" in out["reason"]
