@@ -13,7 +13,7 @@ from ansible.errors import AnsibleFilterError
 
 ARG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-PROFILE_KEYS = {"description", "min_sglang_version", "model", "args", "env", "expect"}
+PROFILE_KEYS = {"description", "min_sglang_version", "model", "args", "env", "expect", "smoke"}
 MODEL_KEYS = {"path", "revision", "served_model_name"}
 # Arguments the role owns through its own variables: set them there, not in args.
 ROLE_OWNED = {
@@ -95,7 +95,7 @@ def sglang_profile_check(profile, name="sglang_profile"):
         raise AnsibleFilterError(
             f"{name}: unknown model keys {unknown}; allowed: {sorted(MODEL_KEYS)}"
         )
-    for key in ("args", "env", "expect"):
+    for key in ("args", "env", "expect", "smoke"):
         if not isinstance(profile.get(key, {}), dict):
             raise AnsibleFilterError(f"{name}: {key} must be a mapping")
     return profile

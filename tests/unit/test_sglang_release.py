@@ -65,11 +65,14 @@ def test_activate_swaps_current_and_records_previous(tmp_path):
     manifest = rel.read_manifest(str(tmp_path), second["release"])
     assert manifest["status"] == "active" and manifest["previous"] == first["release"]
     assert not rel.activate(str(tmp_path), second["release"])["changed"]
+    rel.mark(str(tmp_path), first["release"], "good")
     back = rel.activate(str(tmp_path), first["release"], check_mode=True)
     assert back["changed"] and os.readlink(tmp_path / "current").endswith(second["release"])
     config_diff = back["diff"][0]
     assert config_diff["after_header"] == f"{first['release']}/config.yaml"
     assert (config_diff["before"], config_diff["after"]) == ("tp-size: 4\n", "tp-size: 2\n")
+    rel.activate(str(tmp_path), first["release"])  # a rollback keeps a proven release good
+    assert rel.read_manifest(str(tmp_path), first["release"])["status"] == "good"
 
 
 def test_mark_failed_keeps_the_reason_and_is_never_a_rollback_target(tmp_path):

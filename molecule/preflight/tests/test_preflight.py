@@ -3,36 +3,20 @@ from its structured events and from the host with testinfra."""
 
 import json
 import os
-import shutil
-import tempfile
-from pathlib import Path
+import sys
 
-import ansible_runner
 import pytest
 
-ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "tests"))
+from support.runner import play  # noqa: E402
+
 BASE = "/opt/sglang"
 NVLINK_SMI = "/opt/fake-nvidia/nvlink/nvidia-smi"
 
 
 def deploy(extravars):
-    """Run deploy.yml against the molecule host; return (status, failed task, its message)."""
-    data = tempfile.mkdtemp(prefix="runner-")
-    try:
-        run = ansible_runner.run(
-            private_data_dir=data,
-            playbook=str(ROOT / "deploy.yml"),
-            inventory=os.environ["MOLECULE_INVENTORY_FILE"],
-            extravars=extravars,
-            envvars={k: v for k, v in os.environ.items() if k.startswith(("ANSIBLE_", "SGLANG_"))},
-            quiet=True,
-        )
-        failed = [e["event_data"] for e in run.events if e["event"] == "runner_on_failed"
-                  and not e["event_data"].get("ignore_errors")]
-        last = failed[-1] if failed else {}
-        return run.status, last.get("task"), (last.get("res") or {}).get("msg", "")
-    finally:
-        shutil.rmtree(data, ignore_errors=True)
+    out = play("deploy.yml", extravars)
+    return out["status"], out["failed_task"], out["msg"]
 
 
 def serving(host):

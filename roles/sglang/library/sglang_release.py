@@ -48,6 +48,10 @@ options:
   reason:
     description: Why a release failed, for C(state=failed).
     type: str
+  results:
+    description: Results recorded in the manifest with the status (preflight, verification,
+      smoke), for C(state=good) and C(state=failed).
+    type: dict
 """
 
 RETURN = r"""
@@ -251,7 +255,9 @@ def activate(base_dir, release, check_mode=False):
         result["diff"] = diff(base_dir, current, target, META_DIFF_KEYS, manifest, release)
     if not result["changed"] or check_mode:
         return result
-    manifest = dict(manifest, status="active", activated=_now(), previous=current)
+    # A release proven good before (a rollback target) stays good; a new one becomes active.
+    status = "good" if manifest.get("status") == "good" else "active"
+    manifest = dict(manifest, status=status, activated=_now(), previous=current)
     _write_json_atomic(os.path.join(_path(base_dir, release), MANIFEST), manifest)
     tmp_link = os.path.join(base_dir, f".current.{os.getpid()}")
     if os.path.lexists(tmp_link):
@@ -262,15 +268,17 @@ def activate(base_dir, release, check_mode=False):
     return result
 
 
-def mark(base_dir, release, status, reason=None, check_mode=False):
+def mark(base_dir, release, status, reason=None, check_mode=False, results=None):
     """Set a release's status (good: proven to serve; failed: refused, with the reason)."""
     manifest = _require(base_dir, release)
-    changed = manifest.get("status") != status or (reason and manifest.get("reason") != reason)
+    results = results or {}
+    changed = manifest.get("status") != status or (reason and manifest.get("reason") != reason) \
+        or any(manifest.get(k) != v for k, v in results.items())
     result = {"current": read_current(base_dir), "release": release, "created": False,
               "path": _path(base_dir, release), "changed": bool(changed), "manifest": manifest}
     if changed and not check_mode:
         extra = {"proven": _now()} if status == "good" else {"failed": _now(), "reason": reason}
-        manifest = dict(manifest, status=status, **extra)
+        manifest = dict(manifest, **results, status=status, **extra)
         _write_json_atomic(os.path.join(_path(base_dir, release), MANIFEST), manifest)
         result["manifest"] = manifest
     return result
@@ -319,6 +327,7 @@ def main():
             "meta": {"type": "dict", "default": {}},
             "release": {"type": "str"},
             "reason": {"type": "str"},
+            "results": {"type": "dict"},
         },
         required_if=[("state", "present", ["stamp", "files"]),
                      ("state", "active", ["release"]),
@@ -335,7 +344,8 @@ def main():
         elif p["state"] == "active":
             result = activate(p["base_dir"], p["release"], module.check_mode)
         else:
-            result = mark(p["base_dir"], p["release"], p["state"], p["reason"], module.check_mode)
+            result = mark(p["base_dir"], p["release"], p["state"], p["reason"], module.check_mode,
+                          p["results"])
     except (ReleaseError, OSError) as exc:
         module.fail_json(msg=str(exc))
     if not module._diff:

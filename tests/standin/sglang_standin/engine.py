@@ -188,6 +188,15 @@ class Engine:
             self.generation_tokens += tokens
             self.decode_steps += max(0, -(-(tokens - 1) // self.knobs.tokens_per_chunk))
 
+    def decode_batch_line(self):
+        """SGLang's periodic scheduler line, as the journal shows it."""
+        info = self.server_info()
+        graph = not (info.get("disable_cuda_graph") or info.get("cuda_graph_config", {})
+                     .get("decode", {}).get("backend") == "disabled")
+        accept = f"accept len: {self.knobs.accept_length:.2f}, " if self.speculative() else ""
+        return (f"standin: Decode batch, #running-req: 1, {accept}cuda graph: {graph}, "
+                f"gen throughput (token/s): {self.knobs.tok_s:.2f}")
+
     def metrics(self):
         name = self.served_model_name
         labels = f'model_name="{name}"'

@@ -171,6 +171,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
         engine.record(first_at or 0.0, max_tokens)
+        sys.stderr.write(engine.decode_batch_line() + "\n")
 
     def _event(self, obj):
         self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
@@ -183,7 +184,24 @@ def _sleep_until(deadline):
         time.sleep(delay)
 
 
+def announce(engine):
+    """Log what real SGLang logs at start, for what the stand-in reports as resolved."""
+    info = engine.server_info()
+    legacy = "cuda_graph_config" not in info
+    decode_on = (not info.get("disable_cuda_graph")) if legacy else (
+        info["cuda_graph_config"]["decode"]["backend"] != "disabled")
+    prefill_on = (not info.get("disable_piecewise_cuda_graph", True)) if legacy else (
+        info["cuda_graph_config"]["prefill"]["backend"] != "disabled")
+    if decode_on:
+        sys.stderr.write("standin: Capture cuda graph begin. This can take up to several minutes.\n"
+                         if legacy else "standin: Capture target decode CUDA graph begin.\n")
+    if prefill_on:
+        sys.stderr.write("standin: Capture piecewise CUDA graph begin.\n" if legacy
+                         else "standin: Capture target prefill CUDA graph begin.\n")
+
+
 def serve(engine):
+    announce(engine)
     host = str(engine.args.get("host", "127.0.0.1"))
     port = int(engine.args.get("port", 30000))
     Handler.engine = engine

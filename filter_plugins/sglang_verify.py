@@ -1,0 +1,258 @@
+"""What the running server resolved, against the preflight prediction and the expectations;
+smoke-test gates and the bandwidth ceiling. Pure functions, tested in tests/unit."""
+
+from ansible.errors import AnsibleFilterError
+
+SPEC_FIELDS = {"algorithm": "speculative_algorithm", "num_steps": "speculative_num_steps",
+               "eagle_topk": "speculative_eagle_topk",
+               "num_draft_tokens": "speculative_num_draft_tokens"}
+
+
+def sglang_effective(info):
+    """One view of /server_info (0.5.16+ cuda_graph_config, or the <= 0.5.12 flags)."""
+    if not isinstance(info, dict):
+        raise AnsibleFilterError("sglang_effective: /server_info did not answer a JSON object")
+    config = info.get("cuda_graph_config")
+    if isinstance(config, dict):
+        decode = config.get("decode") or {}
+        prefill = config.get("prefill") or {}
+        decode_backend = decode.get("backend")
+        prefill_backend = prefill.get("backend")
+        decode_on = decode_backend not in (None, "disabled")
+        prefill_on = prefill_backend not in (None, "disabled")
+        max_bs = decode.get("max_bs")
+        shape = "cuda_graph_config (0.5.16+)"
+    else:
+        decode_on = not info.get("disable_cuda_graph", False)
+        decode_backend = "full" if decode_on else "disabled"
+        if "disable_piecewise_cuda_graph" in info:
+            prefill_on = decode_on and not info["disable_piecewise_cuda_graph"]
+        elif "enable_piecewise_cuda_graph" in info:  # 0.5.4 - 0.5.9: opt-in
+            prefill_on = decode_on and bool(info["enable_piecewise_cuda_graph"])
+        else:
+            prefill_on = None
+        prefill_backend = None if prefill_on is None else ("piecewise" if prefill_on else "disabled")
+        max_bs = info.get("cuda_graph_max_bs")
+        shape = "legacy flags (<= 0.5.12)"
+    speculative = None
+    if info.get("speculative_algorithm"):
+        speculative = {k: info.get(v) for k, v in SPEC_FIELDS.items()}
+        speculative["algorithm"] = str(speculative["algorithm"]).upper()
+    accepts = [s.get("avg_spec_accept_length") for s in info.get("internal_states") or []
+               if isinstance(s, dict) and s.get("avg_spec_accept_length") is not None]
+    return {
+        "version": info.get("version"),
+        "shape": shape,
+        "tp_size": info.get("tp_size"),
+        "decode_cuda_graph": "on" if decode_on else "off",
+        "decode_backend": decode_backend,
+        "decode_max_bs": max_bs,
+        "piecewise_cuda_graph": None if prefill_on is None else ("on" if prefill_on else "off"),
+        "prefill_backend": prefill_backend,
+        "speculative": speculative,
+        "accept_length": round(sum(accepts) / len(accepts), 3) if accepts else None,
+        "launch_command": info.get("launch_command"),
+    }
+
+
+def sglang_verify(effective, preflight, expect=None):
+    """{ok, checks, failures, warnings}: a required setting that did not resolve fails; a
+    resolved value that differs from the prediction is reported with both values."""
+    expect = expect or {}
+    predicted = {c["setting"]: c["predicted"] for c in (preflight or {}).get("checks", [])}
+    checks = []
+    for setting in ("decode_cuda_graph", "piecewise_cuda_graph"):
+        actual = effective.get(setting)
+        level = expect.get(setting, "auto")
+        status, reason = "ok", f"server resolved {actual}"
+        if actual is None:
+            status, reason = "warn", "this version's /server_info does not say"
+        elif level == "required" and actual != "on":
+            status, reason = "fail", f"required by sglang_expect, but the server resolved {actual}"
+        elif level == "off" and actual != "off":
+            status, reason = "fail", f"sglang_expect says off, but the server resolved {actual}"
+        elif setting in predicted and predicted[setting] != actual:
+            status = "warn"
+            reason = f"preflight predicted {predicted[setting]}, the server resolved {actual}"
+        checks.append({"setting": setting, "expected": level, "predicted": predicted.get(setting),
+                       "actual": actual, "status": status, "reason": reason})
+    tp_expected = expect.get("tp_size", predicted.get("tp_size"))
+    tp_ok = tp_expected is None or effective.get("tp_size") == tp_expected
+    checks.append({"setting": "tp_size", "expected": tp_expected,
+                   "predicted": predicted.get("tp_size"), "actual": effective.get("tp_size"),
+                   "status": "ok" if tp_ok else "fail",
+                   "reason": "as expected" if tp_ok else "the server runs another tp size"})
+    wanted = expect.get("speculative")
+    actual_spec = effective.get("speculative")
+    if wanted is not None or actual_spec:
+        diffs = [f"{k}: expected {wanted[k]}, server resolved {(actual_spec or {}).get(k)}"
+                 for k in sorted(wanted or {})
+                 if str(wanted[k]).upper() != str((actual_spec or {}).get(k)).upper()]
+        checks.append({"setting": "speculative", "expected": wanted,
+                       "predicted": predicted.get("speculative"), "actual": actual_spec,
+                       "status": "fail" if diffs else "ok",
+                       "reason": "; ".join(diffs) or "as expected"})
+    failures = [f"{c['setting']}: {c['reason']}" for c in checks if c["status"] == "fail"]
+    warnings = [f"{c['setting']}: {c['reason']}" for c in checks if c["status"] == "warn"]
+    return {"ok": not failures, "checks": checks, "failures": failures, "warnings": warnings,
+            "effective": effective}
+
+
+def _level(smoke, concurrency):
+    return next((lv for lv in (smoke or {}).get("levels", []) if lv["concurrency"] == concurrency),
+                None)
+
+
+def sglang_smoke_gate(smoke, min_decode_tok_s=None, max_ttft_ms=None, baseline=None,
+                      tolerance=0.10):
+    """{ok, failures, rows}: floors, failed requests and regression against the baseline."""
+    try:
+        floor = None if min_decode_tok_s in (None, "") else float(min_decode_tok_s)
+        ttft_cap = None if max_ttft_ms in (None, "") else float(max_ttft_ms)
+        tolerance = float(tolerance)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError(
+            f"sglang_smoke_min_decode_tok_s, sglang_smoke_max_ttft_ms and "
+            f"sglang_smoke_regression_tolerance must be numbers: {exc}") from exc
+    levels = (smoke or {}).get("levels") or []
+    if not levels:
+        raise AnsibleFilterError("sglang_smoke_gate: the smoke test returned no levels")
+    failures = []
+    first = levels[0]
+    for lv in levels:
+        if lv["requests_failed"]:
+            failures.append(f"concurrency {lv['concurrency']}: {lv['requests_failed']} requests "
+                            f"failed ({'; '.join(lv.get('errors') or [])})")
+    rate = first.get("decode_tok_s_per_user")
+    if floor is not None and (rate is None or rate < floor):
+        failures.append(f"decode {rate} tok/s per user at concurrency {first['concurrency']} is "
+                        f"below the floor of {floor:g} (sglang_smoke_min_decode_tok_s)")
+    ttft = first.get("ttft_ms_p50")
+    if ttft_cap is not None and (ttft is None or ttft > ttft_cap):
+        failures.append(f"TTFT p50 {ttft} ms at concurrency {first['concurrency']} is above "
+                        f"{ttft_cap:g} ms (sglang_smoke_max_ttft_ms)")
+    rows = []
+    for lv in levels:
+        base = _level(baseline, lv["concurrency"])
+        rows.append({"concurrency": lv["concurrency"], "now": lv, "baseline": base})
+        if not base:
+            continue
+        for key, better in (("decode_tok_s_per_user", "higher"), ("output_tok_s", "higher"),
+                            ("ttft_ms_p50", "lower")):
+            now, then = lv.get(key), base.get(key)
+            if now is None or not then:
+                continue
+            change = now / then - 1
+            worse = -change if better == "higher" else change
+            if worse > tolerance:
+                failures.append(
+                    f"{key} at concurrency {lv['concurrency']}: {now} vs {then} in the previous "
+                    f"good release ({change:+.1%}, tolerance {tolerance:.0%})")
+    return {"ok": not failures, "failures": failures, "rows": rows}
+
+
+def sglang_ceiling(facts, smoke, tp_size, bandwidth_gbs):
+    """The bandwidth-bound decode ceiling and the measured fraction of it.
+
+    Each decode step reads every weight once; with tensor parallel each GPU reads its share:
+    steps/s <= bandwidth / (weight bytes / tp). Times the accept length gives tokens/s.
+    """
+    gpus = (facts or {}).get("gpus") or {}
+    weight_bytes = ((facts or {}).get("model") or {}).get("weight_bytes")
+    names = [d.get("name", "") for d in gpus.get("devices") or []]
+    if not names:
+        return {"known": False, "reason": "no GPU facts on this host"}
+    if not weight_bytes:
+        return {"known": False, "reason": "the checkpoint's weight files were not found"}
+    table = {str(k).lower(): float(v) for k, v in (bandwidth_gbs or {}).items()}
+    name = names[0]
+    bandwidth = next((v for k, v in sorted(table.items(), key=lambda kv: -len(kv[0]))
+                      if k in name.lower()), None)
+    if bandwidth is None:
+        return {"known": False, "reason": f"no memory bandwidth known for {name}: add it to "
+                                          "sglang_gpu_bandwidth_gbs"}
+    tp = max(1, int(tp_size or 1))
+    steps = bandwidth * 1e9 / (weight_bytes / tp)
+    accept = (smoke or {}).get("accept_length") or 1.0
+    ceiling = steps * accept
+    measured = ((smoke or {}).get("levels") or [{}])[0].get("decode_tok_s_per_user")
+    return {"known": True, "gpu": name, "bandwidth_gbs": bandwidth,
+            "weight_gb_per_gpu": round(weight_bytes / tp / 1e9, 2),
+            "steps_per_s": round(steps, 1), "accept_length": accept,
+            "ceiling_tok_s": round(ceiling, 1), "measured_tok_s": measured,
+            "fraction": round(measured / ceiling, 3) if measured else None}
+
+
+def sglang_smoke_record(smoke, ceiling=None):
+    """What a release keeps of its smoke test (smoke.json, manifest): the baseline of the next."""
+    keep = ("concurrency", "requests_ok", "requests_failed", "ttft_ms_p50", "ttft_ms_p99",
+            "tpot_ms_p50", "tpot_ms_p99", "decode_tok_s_per_user", "output_tok_s",
+            "completion_tokens", "wall_s")
+    return {
+        "model": smoke.get("model"),
+        "levels": [{k: lv.get(k) for k in keep} for lv in smoke.get("levels") or []],
+        "accept_length": smoke.get("accept_length"),
+        "graph_passes": (smoke.get("graph_passes") or {}).get("delta"),
+        "ceiling": ceiling,
+    }
+
+
+def sglang_smoke_table(gate, ceiling=None):
+    head = (f"{'conc':>4} {'ok/fail':>7} {'TTFT p50':>9} {'p99':>7} {'TPOT p50':>9} {'p99':>7} "
+            f"{'tok/s/user':>10} {'out tok/s':>9}   baseline tok/s/user, out tok/s, TTFT p50")
+    lines = [head]
+    for row in gate["rows"]:
+        lv, base = row["now"], row["baseline"]
+        line = (f"{lv['concurrency']:>4} {lv['requests_ok']:>3}/{lv['requests_failed']:<3} "
+                f"{_n(lv['ttft_ms_p50']):>9} {_n(lv['ttft_ms_p99']):>7} "
+                f"{_n(lv['tpot_ms_p50']):>9} {_n(lv['tpot_ms_p99']):>7} "
+                f"{_n(lv['decode_tok_s_per_user']):>10} {_n(lv['output_tok_s']):>9}   ")
+        line += (f"{_n(base.get('decode_tok_s_per_user'))}, {_n(base.get('output_tok_s'))}, "
+                 f"{_n(base.get('ttft_ms_p50'))}" if base else "no previous good release")
+        lines.append(line)
+    if ceiling:
+        if ceiling.get("known"):
+            lines.append(
+                f"ceiling: {ceiling['gpu']} {ceiling['bandwidth_gbs']:g} GB/s / "
+                f"{ceiling['weight_gb_per_gpu']} GB per GPU = {ceiling['steps_per_s']} steps/s x "
+                f"accept length {ceiling['accept_length']} = {ceiling['ceiling_tok_s']} tok/s; "
+                f"measured {ceiling['measured_tok_s']} = {ceiling['fraction']:.0%} of it")
+        else:
+            lines.append(f"ceiling: unknown ({ceiling['reason']})")
+    lines.append("smoke: OK" if gate["ok"] else "smoke: FAILED: " + " | ".join(gate["failures"]))
+    return lines
+
+
+def sglang_verify_table(verification, evidence=None):
+    eff = verification["effective"]
+    lines = [f"server resolved (sglang {eff.get('version')}, /server_info shape: {eff['shape']}): "
+             f"decode graph {eff['decode_cuda_graph']} ({eff['decode_backend']}, max bs "
+             f"{eff['decode_max_bs']}), prefill graph {eff['piecewise_cuda_graph']} "
+             f"({eff['prefill_backend']}), tp {eff['tp_size']}, speculative "
+             f"{eff['speculative']}, accept length {eff['accept_length']}"]
+    for c in verification["checks"]:
+        lines.append(f"{c['setting']:<22}{c['status'].upper():<6}{c['reason']}")
+    for name, found in sorted((evidence or {}).items()):
+        lines.append(f"journal {name} x{found['count']}: {found['lines'][0]}")
+    if evidence is not None and not evidence:
+        lines.append("journal: none of the capture / auto-disable lines since this start")
+    lines.append("verification: OK" if verification["ok"] else
+                 "verification: FAILED: " + " | ".join(verification["failures"]))
+    return lines
+
+
+def _n(value):
+    return "-" if value is None else f"{value:g}" if isinstance(value, (int, float)) else str(value)
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "sglang_effective": sglang_effective,
+            "sglang_verify": sglang_verify,
+            "sglang_verify_table": sglang_verify_table,
+            "sglang_smoke_gate": sglang_smoke_gate,
+            "sglang_ceiling": sglang_ceiling,
+            "sglang_smoke_table": sglang_smoke_table,
+            "sglang_smoke_record": sglang_smoke_record,
+        }

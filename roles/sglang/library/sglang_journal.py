@@ -1,0 +1,70 @@
+#!/usr/bin/python
+"""The evidence SGLang logs about CUDA graphs, all-reduce and MTP, from the unit's journal."""
+
+DOCUMENTATION = r"""
+module: sglang_journal
+short_description: Quote SGLang's CUDA graph / all-reduce / MTP log lines since the unit started
+description:
+  - Reads the journal of the unit's current invocation (C(_SYSTEMD_INVOCATION_ID)), so lines
+    of an earlier start are not mistaken for this one, and returns the lines that prove or
+    disprove graph capture, auto-disables and the runtime decode state.
+  - Patterns are the log lines SGLang prints across 0.5.x (decode capture C(Capture cuda graph
+    begin) up to 0.5.12, C(Capture target decode CUDA graph begin) from 0.5.16; prefill capture;
+    C(Breakable CUDA graph is incompatible with ...); C(CustomAllreduce is disabled ...); the
+    periodic C(Decode batch ... cuda graph: True|False) line).
+options:
+  unit: {description: systemd unit., type: str, required: true}
+  max_lines: {description: Lines quoted per pattern., type: int, default: 3}
+"""
+
+RETURN = r"""
+invocation: {description: The unit's current invocation id., type: str, returned: always}
+evidence: {description: "{name: {count, lines}} per pattern that matched.", type: dict, returned: always}
+"""
+
+import re
+import subprocess
+
+from ansible.module_utils.basic import AnsibleModule
+
+PATTERNS = {
+    "decode_graph_captured": r"Capture (cuda graph|target decode CUDA graph|target verify CUDA graph) begin",
+    "prefill_graph_captured": r"Capture (piecewise CUDA graph|target prefill CUDA graph) begin",
+    "prefill_graph_auto_disabled": r"Breakable CUDA graph is incompatible with .*disabling prefill CUDA graph",
+    "custom_allreduce_disabled": r"CustomAllreduce is disabled",
+    "peer_access_unsupported": r"peer access is not supported",
+    "decode_with_graph": r"Decode batch.*cuda graph: True",
+    "decode_without_graph": r"Decode batch.*cuda graph: False",
+    "accept_length": r"Decode batch.*accept len: [0-9.]+",
+}
+
+
+def scan(lines, max_lines=3):
+    evidence = {}
+    for name, pattern in PATTERNS.items():
+        regex = re.compile(pattern)
+        hits = [line for line in lines if regex.search(line)]
+        if hits:
+            evidence[name] = {"count": len(hits), "lines": hits[:max_lines]}
+    return evidence
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={"unit": {"type": "str", "required": True},
+                       "max_lines": {"type": "int", "default": 3}},
+        supports_check_mode=True,
+    )
+    unit = module.params["unit"]
+    invocation = subprocess.run(["systemctl", "show", unit, "-p", "InvocationID", "--value"],
+                                capture_output=True, text=True, check=False).stdout.strip()
+    if not invocation:
+        module.fail_json(msg=f"unit {unit} has no current invocation: is it running?")
+    out = subprocess.run(["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "--no-pager",
+                          "-o", "cat"], capture_output=True, text=True, check=False).stdout
+    module.exit_json(changed=False, invocation=invocation,
+                     evidence=scan(out.splitlines(), module.params["max_lines"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""Streamed-generation measurements with sglang.bench_serving's definitions; stdlib only.
+
+TTFT = time to the first non-empty streamed chunk. TPOT per request = (latency - TTFT) /
+(output tokens - 1). Output tok/s = completion tokens of a level / its wall time. Tokens are
+the server's `usage.completion_tokens`, never a count of chunks: with MTP one chunk carries
+several tokens.
+"""
+
+import http.client
+import json
+import statistics
+import threading
+import time
+import urllib.parse
+
+
+def _percentile(values, pct):
+    if not values:
+        return None
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * pct / 100.0
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def stream_one(url, body, api_key=None, timeout=300.0):
+    """POST one streamed request; return {ok, ttft_s, latency_s, tokens, error}."""
+    parts = urllib.parse.urlsplit(url)
+    conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    conn = conn_cls(parts.hostname, parts.port, timeout=timeout)
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    if api_key:
+        headers["Authorization"] = "Bearer " + api_key
+    start = time.perf_counter()
+    ttft = None
+    tokens = None
+    try:
+        conn.request("POST", parts.path, json.dumps(body), headers)
+        resp = conn.getresponse()
+        if resp.status != 200:
+            return {"ok": False, "error": f"HTTP {resp.status}: {resp.read()[:200]!r}"}
+        while True:
+            line = resp.readline()
+            if not line:
+                break
+            line = line.strip()
+            if not line.startswith(b"data:"):
+                continue
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                break
+            chunk = json.loads(data)
+            if ttft is None and _has_text(chunk):
+                ttft = time.perf_counter() - start
+            usage = chunk.get("usage")
+            if usage and usage.get("completion_tokens") is not None:
+                tokens = int(usage["completion_tokens"])
+        latency = time.perf_counter() - start
+    except (OSError, ValueError, http.client.HTTPException) as exc:
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        conn.close()
+    if ttft is None:
+        return {"ok": False, "error": "no token was streamed"}
+    if tokens is None:
+        return {"ok": False, "error": "the stream carried no usage (completion_tokens)"}
+    return {"ok": True, "ttft_s": ttft, "latency_s": latency, "tokens": tokens}
+
+
+def _has_text(chunk):
+    for choice in chunk.get("choices") or []:
+        delta = choice.get("delta") or {}
+        if choice.get("text") or delta.get("content") or delta.get("reasoning_content"):
+            return True
+    return False
+
+
+def run_level(url, body, concurrency, requests, api_key=None, timeout=300.0):
+    """`requests` streamed requests, `concurrency` at a time. Returns the level's figures."""
+    results = []
+    lock = threading.Lock()
+    pending = list(range(requests))
+
+    def worker():
+        while True:
+            with lock:
+                if not pending:
+                    return
+                pending.pop()
+            result = stream_one(url, body, api_key, timeout)
+            with lock:
+                results.append(result)
+
+    start = time.perf_counter()
+    threads = [threading.Thread(target=worker) for _ in range(max(1, concurrency))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - start
+    return summarize(results, concurrency, wall)
+
+
+def summarize(results, concurrency, wall):
+    ok = [r for r in results if r["ok"]]
+    ttfts = [r["ttft_s"] * 1000 for r in ok]
+    tpots = [(r["latency_s"] - r["ttft_s"]) * 1000 / (r["tokens"] - 1) for r in ok if r["tokens"] > 1]
+    tokens = sum(r["tokens"] for r in ok)
+    mean_tpot = statistics.mean(tpots) if tpots else None
+    return {
+        "concurrency": concurrency,
+        "requests_ok": len(ok),
+        "requests_failed": len(results) - len(ok),
+        "errors": sorted({r["error"] for r in results if not r["ok"]})[:5],
+        "ttft_ms_p50": _round(_percentile(ttfts, 50)),
+        "ttft_ms_p99": _round(_percentile(ttfts, 99)),
+        "tpot_ms_p50": _round(_percentile(tpots, 50)),
+        "tpot_ms_p99": _round(_percentile(tpots, 99)),
+        "decode_tok_s_per_user": _round(1000.0 / mean_tpot) if mean_tpot else None,
+        "output_tok_s": _round(tokens / wall) if wall > 0 else None,
+        "completion_tokens": tokens,
+        "wall_s": _round(wall),
+    }
+
+
+def _round(value, digits=2):
+    return None if value is None else round(value, digits)
+
+
+def parse_metrics(text):
+    """Prometheus text -> {name{labels}: value} for sglang:* samples."""
+    out = {}
+    for line in text.splitlines():
+        if not line.startswith("sglang:"):
+            continue
+        try:
+            key, value = line.rsplit(" ", 1)
+            out[key] = float(value)
+        except ValueError:
+            continue
+    return out
+
+
+def graph_passes(metrics):
+    """sglang:cuda_graph_passes_total by mode, summed over other labels."""
+    passes = {}
+    for key, value in metrics.items():
+        if key.startswith("sglang:cuda_graph_passes_total{") and 'mode="' in key:
+            mode = key.split('mode="', 1)[1].split('"', 1)[0]
+            passes[mode] = passes.get(mode, 0.0) + value
+    return passes

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Benchmark: how exact is sglang_smoke? Runs it against the stand-in engine started as its own
+process at a known speed (50 tok/s per user, 300 ms TTFT, 3 tokens per streamed chunk as MTP
+sends them) and prints measured figures beside the truth.
+
+A benchmark with a floor: it exits 1 when decode tok/s per user or TTFT is off by more than
+3%. Usage: python tests/bench/bench_smoke.py [--tok-s 50 --ttft-ms 300 --chunk 3]
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from support import ROOT, free_port, load_module  # noqa: E402
+
+smoke = load_module("sglang_smoke")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tok-s", type=float, default=50.0)
+    ap.add_argument("--ttft-ms", type=float, default=300.0)
+    ap.add_argument("--chunk", type=int, default=3)
+    ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--requests", type=int, default=8)
+    ap.add_argument("--tolerance", type=float, default=0.03)
+    opts = ap.parse_args()
+
+    port = free_port()
+    model = tempfile.mkdtemp()
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "tests" / "standin"),
+               SGLANG_STANDIN_TOK_S=str(opts.tok_s), SGLANG_STANDIN_TTFT_MS=str(opts.ttft_ms),
+               SGLANG_STANDIN_TOKENS_PER_CHUNK=str(opts.chunk))
+    server = subprocess.Popen(
+        [sys.executable, "-m", "sglang_standin", "--model-path", model, "--port", str(port),
+         "--served-model-name", "bench", "--speculative-algorithm", "NEXTN", "--enable-metrics"],
+        env=env, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(100):
+            try:
+                smoke.request(url + "/health", timeout=1)
+                break
+            except smoke.HttpError:
+                time.sleep(0.05)
+        result = smoke.run({
+            "url": url, "model": "", "api_key": "", "concurrency": [1, 4],
+            "requests_per_level": opts.requests, "max_tokens": opts.max_tokens,
+            "prompt": "benchmark", "warmup": 1, "ignore_eos": True, "chat": True,
+            "chat_template_kwargs": {"enable_thinking": False}, "timeout": 120,
+        })
+    finally:
+        server.terminate()
+        server.wait()
+
+    truth_tpot = 1000.0 / opts.tok_s
+    print(f"stand-in truth: {opts.tok_s} tok/s per user (TPOT {truth_tpot:.2f} ms), "
+          f"TTFT {opts.ttft_ms} ms, {opts.chunk} tokens per chunk, {opts.max_tokens} tokens")
+    print(f"{'conc':>4} {'ok':>3} {'TTFT p50':>9} {'TTFT p99':>9} {'TPOT p50':>9} "
+          f"{'TPOT p99':>9} {'tok/s/user':>10} {'out tok/s':>9}   dev tok/s  dev TTFT")
+    worst = 0.0
+    for lv in result["levels"]:
+        dev_rate = lv["decode_tok_s_per_user"] / opts.tok_s - 1
+        dev_ttft = lv["ttft_ms_p50"] / opts.ttft_ms - 1
+        worst = max(worst, abs(dev_rate), abs(dev_ttft))
+        print(f"{lv['concurrency']:>4} {lv['requests_ok']:>3} {lv['ttft_ms_p50']:>9.1f} "
+              f"{lv['ttft_ms_p99']:>9.1f} {lv['tpot_ms_p50']:>9.2f} {lv['tpot_ms_p99']:>9.2f} "
+              f"{lv['decode_tok_s_per_user']:>10.2f} {lv['output_tok_s']:>9.1f}   "
+              f"{dev_rate:>+8.2%}  {dev_ttft:>+8.2%}")
+    print(f"accept length {result['accept_length']}; graph passes delta "
+          f"{result['graph_passes']['delta']}")
+    verdict = "within" if worst <= opts.tolerance else "OUTSIDE"
+    print(f"worst deviation {worst:.2%}: {verdict} {opts.tolerance:.0%} of the truth")
+    return 0 if worst <= opts.tolerance else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
