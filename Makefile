@@ -11,7 +11,7 @@ export PY_COLORS ?= 0
 DEMO_HOST ?= sglang-demo
 IMAGE ?= localhost/sglang-deploy-host:bookworm
 
-.PHONY: setup host-packages lint unit integration molecule test demo demo-clean
+.PHONY: setup host-packages lint unit integration bench molecule test demo demo-clean
 
 setup: host-packages $(VENV)/.installed
 
@@ -26,8 +26,7 @@ $(VENV)/.installed: requirements.txt
 lint: setup
 	yamllint .
 	ansible-lint
-	ansible-playbook deploy.yml --syntax-check
-	ansible-playbook playbooks/rollback.yml --syntax-check
+	set -e; for playbook in deploy.yml playbooks/*.yml; do ansible-playbook "$$playbook" --syntax-check; done
 
 unit: setup
 	pytest tests/unit
@@ -36,10 +35,14 @@ unit: setup
 integration: setup
 	pytest tests/integration
 
+# How exact the smoke test is: against the stand-in at a known speed; fails beyond 3%.
+bench: setup
+	python tests/bench/bench_smoke.py
+
 molecule: setup
 	molecule test --all
 
-test: lint unit integration molecule
+test: lint unit integration bench molecule
 
 demo: setup
 	bash scripts/build-test-image.sh

@@ -98,6 +98,19 @@ def sglang_verify(effective, preflight, expect=None):
             "effective": effective}
 
 
+# /server_info fields that are reports, not server arguments.
+NOT_ARGS = {"internal_states", "version", "launch_command", "startup_time", "frontend",
+            "kv_events", "stand_in"}
+
+
+def sglang_args_from_server_info(info):
+    """The arguments a running server was resolved with, dashed like a release's config."""
+    if not isinstance(info, dict):
+        raise AnsibleFilterError("sglang_args_from_server_info: expected /server_info's JSON object")
+    return {k.replace("_", "-"): val for k, val in info.items()
+            if k not in NOT_ARGS and val not in (None, False, "", [], {})}
+
+
 def _level(smoke, concurrency):
     return next((lv for lv in (smoke or {}).get("levels", []) if lv["concurrency"] == concurrency),
                 None)
@@ -249,6 +262,7 @@ class FilterModule:
     def filters(self):
         return {
             "sglang_effective": sglang_effective,
+            "sglang_args_from_server_info": sglang_args_from_server_info,
             "sglang_verify": sglang_verify,
             "sglang_verify_table": sglang_verify_table,
             "sglang_smoke_gate": sglang_smoke_gate,

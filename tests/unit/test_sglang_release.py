@@ -156,3 +156,19 @@ def test_info_lists_releases_oldest_first_and_the_rollback_target(tmp_path):
     assert [m["status"] for m in out["releases"]] == ["good", "good", "active"]
     assert out["current"] == c
     assert out["previous_good"] == b
+
+
+def test_cleanup_keeps_the_newest_and_never_current_or_the_rollback_target(tmp_path):
+    ids = []
+    for i in range(8):
+        out = deploy(tmp_path, f"n: {i}\n", f"2026110{i + 1}T000000Z")
+        ids.append(out["release"])
+        rel.mark(str(tmp_path), out["release"], "good" if i % 2 == 0 else "failed", "x")
+    # good: 0 2 4 6 ; other: 1 3 5 7 (current is 7, failed); previous good: 6
+    out = rel.cleanup(str(tmp_path), keep_good=2, keep_other=1, check_mode=True)
+    assert out["removed"] == [ids[0], ids[1], ids[2], ids[3], ids[5]]
+    assert len(os.listdir(tmp_path / "releases")) == 8  # check mode deleted nothing
+    rel.cleanup(str(tmp_path), keep_good=2, keep_other=1)
+    assert sorted(os.listdir(tmp_path / "releases")) == [ids[4], ids[6], ids[7]]
+    assert rel.cleanup(str(tmp_path), keep_good=0, keep_other=0)["removed"] == [ids[4]]
+    assert sorted(os.listdir(tmp_path / "releases")) == [ids[6], ids[7]]

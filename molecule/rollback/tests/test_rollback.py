@@ -99,6 +99,8 @@ def test_a_good_release_e_then_rollback_by_hand_to_a(host):
     out = play("playbooks/rollback.yml", {"sglang_rollback_to": STATE["a"]})
     assert out["status"] == "successful", out["msg"]
     assert current(host) == STATE["a"] and serves(host)
+    assert manifest(host, STATE["a"])["status"] == "good"
+    assert manifest(host, STATE["e"])["status"] == "rolled-back"
 
 
 def test_a_no_change_rerun_changes_nothing(host):
@@ -116,7 +118,40 @@ def test_rollback_refuses_a_failed_release(host):
     assert current(host) == STATE["a"]
 
 
+def test_a_second_run_is_refused_while_another_holds_the_lock(host):
+    lock = f"{BASE}/.deploy.lock"
+    host.check_output(f"""echo '{{"run_id": "other", "owner": "bob@ctl (Deploy SGLang)", \
+"since": '$(date +%s)'}}' > {lock}""")
+    try:
+        out = play("deploy.yml", {"sglang_env": {**KNOBS, "SGLANG_STANDIN_TTFT_MS": "230"}})
+        assert out["status"] == "failed"
+        assert "another deploy or rollback holds" in out["msg"] and "bob@ctl" in out["msg"]
+        assert current(host) == STATE["a"]
+        assert host.file(lock).contains('"run_id": "other"')  # the other run's lock stays
+
+        host.check_output(f"""echo '{{"run_id": "killed", "owner": "bob@ctl", "since": 0}}' > {lock}""")
+        out = play("deploy.yml")
+        assert out["status"] == "failed" and "is stale" in out["msg"]
+        out = play("deploy.yml", {"sglang_lock_break_stale": True})
+        assert out["status"] == "successful" and out["changed"] == 0
+        assert not host.file(lock).exists  # released at the end of the run
+    finally:
+        host.run(f"rm -f {lock}")
+
+
 def test_no_good_release_was_deleted(host):
     kept = releases(host)
     assert STATE["a"] in kept and STATE["e"] in kept
-    assert len(kept) == 5  # A, three failed, E
+    assert len(kept) == 5  # A, three failed (the limit is 3), E
+
+
+def test_a_host_with_no_good_release_is_left_stopped(host):
+    """A second service on the same host, whose very first release refuses to start."""
+    fresh = {"sglang_base_dir": "/opt/sglang-fresh", "sglang_service_name": "sglang-fresh",
+             "sglang_port": 30001,
+             "sglang_env": {**KNOBS, "SGLANG_STANDIN_REFUSE_FLAG": "enable-metrics"}}
+    out = play("deploy.yml", fresh)
+    assert out["status"] == "failed"
+    assert "has no previous good release to restore: SGLang is stopped" in out["msg"]
+    assert not host.service("sglang-fresh").is_running
+    assert serves(host) and current(host) == STATE["a"]  # the other service is untouched

@@ -14,7 +14,7 @@ options:
   url: {description: Base URL of the server, e.g. http://127.0.0.1:30000., type: str, required: true}
   unit: {description: systemd unit to watch; empty for a server not run by systemd., type: str, default: ""}
   timeout: {description: Deadline in seconds (a 27B model takes minutes to load)., type: int, default: 1800}
-  poll: {description: Seconds between attempts., type: float, default: 2}
+  poll: {description: Seconds between attempts., type: float, default: 1}
   model: {description: Model name for the completion; default the first of /v1/models., type: str, default: ""}
   prompt: {description: Prompt of the readiness completion., type: str, default: "The capital of France is"}
   max_tokens: {description: Tokens to generate., type: int, default: 8}
@@ -122,7 +122,7 @@ def main():
             "url": {"type": "str", "required": True},
             "unit": {"type": "str", "default": ""},
             "timeout": {"type": "int", "default": 1800},
-            "poll": {"type": "float", "default": 2},
+            "poll": {"type": "float", "default": 1},
             "model": {"type": "str", "default": ""},
             "prompt": {"type": "str", "default": "The capital of France is"},
             "max_tokens": {"type": "int", "default": 8},

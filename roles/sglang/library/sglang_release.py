@@ -15,6 +15,9 @@ description:
     as refused, with a C(reason).
   - C(state=info) lists the releases (sorted by id, that is by creation) and names the
     newest good release other than C(current), the default rollback target.
+  - C(state=cleanup) keeps the newest C(keep_good) good releases and the newest C(keep_other)
+    of the rest (failed, never proven), by id; C(current) and the newest good release that is
+    not current are never deleted.
   - C(current) is always read with readlink, never guessed from mtimes.
 options:
   base_dir:
@@ -24,7 +27,7 @@ options:
   state:
     description: What to do.
     type: str
-    choices: [present, active, good, failed, info]
+    choices: [present, active, good, failed, rolled-back, info, cleanup]
     default: present
   stamp:
     description: UTC timestamp prefix of a new release id (one per run for all hosts).
@@ -52,6 +55,14 @@ options:
     description: Results recorded in the manifest with the status (preflight, verification,
       smoke), for C(state=good) and C(state=failed).
     type: dict
+  keep_good:
+    description: Good releases kept by C(state=cleanup).
+    type: int
+    default: 5
+  keep_other:
+    description: Other releases (failed, never proven) kept by C(state=cleanup).
+    type: int
+    default: 3
 """
 
 RETURN = r"""
@@ -277,7 +288,7 @@ def mark(base_dir, release, status, reason=None, check_mode=False, results=None)
     result = {"current": read_current(base_dir), "release": release, "created": False,
               "path": _path(base_dir, release), "changed": bool(changed), "manifest": manifest}
     if changed and not check_mode:
-        extra = {"proven": _now()} if status == "good" else {"failed": _now(), "reason": reason}
+        extra = {"proven": _now()} if status == "good" else {status: _now(), "reason": reason}
         manifest = dict(manifest, **results, status=status, **extra)
         _write_json_atomic(os.path.join(_path(base_dir, release), MANIFEST), manifest)
         result["manifest"] = manifest
@@ -299,6 +310,23 @@ def info(base_dir):
             "previous_good": good[-1] if good else None}
 
 
+def cleanup(base_dir, keep_good=5, keep_other=3, check_mode=False):
+    """Delete the oldest releases beyond the limits; never current or the rollback target."""
+    state = info(base_dir)
+    protected = {state["current"], state["previous_good"]} - {None}
+    # A release rolled back from by hand had been proven good: it is kept like one.
+    proven = ("good", "rolled-back")
+    good = [m["id"] for m in state["releases"] if m.get("status") in proven]
+    other = [m["id"] for m in state["releases"] if m.get("status") not in proven]
+    oldest = good[:max(0, len(good) - keep_good)] + other[:max(0, len(other) - keep_other)]
+    doomed = sorted(r for r in oldest if r not in protected)
+    if not check_mode:
+        for release in doomed:
+            shutil.rmtree(_path(base_dir, release))
+    return {"changed": bool(doomed), "removed": doomed, "current": state["current"],
+            "kept": [m["id"] for m in state["releases"] if m["id"] not in doomed]}
+
+
 def _path(base_dir, release):
     return os.path.join(base_dir, "releases", release)
 
@@ -316,7 +344,9 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "base_dir": {"type": "path", "required": True},
-            "state": {"type": "str", "choices": ["present", "active", "good", "failed", "info"],
+            "state": {"type": "str",
+                      "choices": ["present", "active", "good", "failed", "rolled-back", "info",
+                                  "cleanup"],
                       "default": "present"},
             "stamp": {"type": "str"},
             "files": {"type": "list", "elements": "dict", "options": {
@@ -328,11 +358,14 @@ def main():
             "release": {"type": "str"},
             "reason": {"type": "str"},
             "results": {"type": "dict"},
+            "keep_good": {"type": "int", "default": 5},
+            "keep_other": {"type": "int", "default": 3},
         },
         required_if=[("state", "present", ["stamp", "files"]),
                      ("state", "active", ["release"]),
                      ("state", "good", ["release"]),
-                     ("state", "failed", ["release", "reason"])],
+                     ("state", "failed", ["release", "reason"]),
+                     ("state", "rolled-back", ["release", "reason"])],
         supports_check_mode=True,
     )
     p = module.params
@@ -341,6 +374,8 @@ def main():
             result = prepare(p["base_dir"], p["stamp"], p["files"], p["meta"], module.check_mode)
         elif p["state"] == "info":
             result = info(p["base_dir"])
+        elif p["state"] == "cleanup":
+            result = cleanup(p["base_dir"], p["keep_good"], p["keep_other"], module.check_mode)
         elif p["state"] == "active":
             result = activate(p["base_dir"], p["release"], module.check_mode)
         else:
