@@ -45,7 +45,10 @@ def newest(host):
 
 def test_release_a_is_good(host):
     STATE["a"] = current(host)
-    assert manifest(host, STATE["a"])["status"] == "good"
+    a = manifest(host, STATE["a"])
+    assert a["status"] == "good"
+    assert a["preflight"]["ok"] and a["verification"]["ok"]
+    assert a["smoke"]["levels"][0]["decode_tok_s_per_user"] > 45
     assert serves(host)
 
 
@@ -78,6 +81,9 @@ def test_a_failure_after_activation_restores_a(host, case, env, step, why):
     assert serves(host)
     failed = manifest(host, newest(host))
     assert failed["status"] == "failed" and step in failed["reason"]
+    assert failed["preflight"]["ok"]  # it passed preflight: the failure came after going live
+    if case == "slower-than-the-floor":  # the evidence is kept for the post-mortem
+        assert failed["smoke"]["levels"][0]["decode_tok_s_per_user"] < 45
 
 
 def test_a_good_release_e_then_rollback_by_hand_to_a(host):
