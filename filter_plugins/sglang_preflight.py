@@ -5,9 +5,15 @@ unit-tested in tests/unit/test_sglang_preflight.py. Evidence (file:line) comes f
 nothing SGLang can tell us about itself is written down here.
 """
 
+import os
+import sys
 import re
 
 from ansible.errors import AnsibleFilterError
+
+# Ansible loads each filter file on its own: make the sibling helper importable.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sglang_filter_errors import own_errors  # noqa: E402
 
 LEVELS = ("required", "auto", "off")
 EXPECT_KEYS = {"decode_cuda_graph", "piecewise_cuda_graph", "custom_all_reduce", "nccl_p2p",
@@ -105,9 +111,13 @@ def _truthy(value):
 
 def _int(args, name, default=None):
     value = args.get(name, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise AnsibleFilterError(f"--{name}: {value!r} is not an integer")
     try:
-        return None if value is None else int(value)
-    except (TypeError, ValueError) as exc:
+        return int(value)
+    except (TypeError, ValueError, OverflowError) as exc:
         raise AnsibleFilterError(f"--{name}: {value!r} is not an integer") from exc
 
 
@@ -395,7 +405,7 @@ def sglang_preflight_table(verdict):
 class FilterModule:
     def filters(self):
         return {
-            "nvidia_topology": nvidia_topology,
-            "sglang_preflight": sglang_preflight,
-            "sglang_preflight_table": sglang_preflight_table,
+            "nvidia_topology": own_errors(nvidia_topology),
+            "sglang_preflight": own_errors(sglang_preflight),
+            "sglang_preflight_table": own_errors(sglang_preflight_table),
         }

@@ -4,11 +4,16 @@ Pure functions, unit-tested without Ansible (tests/unit/test_sglang_render.py). 
 input raises AnsibleFilterError with a message that names the variable and what to change.
 """
 
+import os
 import re
+import sys
 
 import yaml
-
 from ansible.errors import AnsibleFilterError
+
+# Ansible loads each filter file on its own: make the sibling helper importable.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sglang_filter_errors import own_errors  # noqa: E402
 
 
 ARG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -257,12 +262,12 @@ def sglang_connect_host(host):
 class FilterModule:
     def filters(self):
         return {
-            "sglang_profile_check": sglang_profile_check,
-            "sglang_server_config": sglang_server_config,
-            "sglang_config_yaml": sglang_config_yaml,
-            "sglang_env_merge": sglang_env_merge,
-            "sglang_env_file": sglang_env_file,
-            "sglang_expect_merge": sglang_expect_merge,
-            "sglang_pip_args": sglang_pip_args,
-            "sglang_connect_host": sglang_connect_host,
+            "sglang_profile_check": own_errors(sglang_profile_check),
+            "sglang_server_config": own_errors(sglang_server_config),
+            "sglang_config_yaml": own_errors(sglang_config_yaml),
+            "sglang_env_merge": own_errors(sglang_env_merge),
+            "sglang_env_file": own_errors(sglang_env_file),
+            "sglang_expect_merge": own_errors(sglang_expect_merge),
+            "sglang_pip_args": own_errors(sglang_pip_args),
+            "sglang_connect_host": own_errors(sglang_connect_host),
         }

@@ -1,7 +1,14 @@
 """What the running server resolved, against the preflight prediction and the expectations;
 smoke-test gates and the bandwidth ceiling. Pure functions, tested in tests/unit."""
 
+import os
+import sys
+
 from ansible.errors import AnsibleFilterError
+
+# Ansible loads each filter file on its own: make the sibling helper importable.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sglang_filter_errors import own_errors  # noqa: E402
 
 SPEC_FIELDS = {"algorithm": "speculative_algorithm", "num_steps": "speculative_num_steps",
                "eagle_topk": "speculative_eagle_topk",
@@ -261,12 +268,12 @@ def _n(value):
 class FilterModule:
     def filters(self):
         return {
-            "sglang_effective": sglang_effective,
-            "sglang_args_from_server_info": sglang_args_from_server_info,
-            "sglang_verify": sglang_verify,
-            "sglang_verify_table": sglang_verify_table,
-            "sglang_smoke_gate": sglang_smoke_gate,
-            "sglang_ceiling": sglang_ceiling,
-            "sglang_smoke_table": sglang_smoke_table,
-            "sglang_smoke_record": sglang_smoke_record,
+            "sglang_effective": own_errors(sglang_effective),
+            "sglang_args_from_server_info": own_errors(sglang_args_from_server_info),
+            "sglang_verify": own_errors(sglang_verify),
+            "sglang_verify_table": own_errors(sglang_verify_table),
+            "sglang_smoke_gate": own_errors(sglang_smoke_gate),
+            "sglang_ceiling": own_errors(sglang_ceiling),
+            "sglang_smoke_table": own_errors(sglang_smoke_table),
+            "sglang_smoke_record": own_errors(sglang_smoke_record),
         }
