@@ -172,19 +172,14 @@ def _meta_text(manifest, keys):
     return "".join(f"{k}: {json.dumps(manifest.get(k), sort_keys=True)}\n" for k in sorted(keys))
 
 
-def diff(base_dir, current, files, meta=None, manifest=None, after_label="new release"):
+def diff(base_dir, current, files, meta_keys=None, manifest=None, after_label="new release"):
     """--diff output: each file, and the manifest facts (sglang version...), against current."""
-    names = [f["name"] for f in files]
-    before = _release_files(base_dir, current, names) if current else {}
+    before = _release_files(base_dir, current, [f["name"] for f in files]) if current else {}
     after = list(files)
-    if meta is not None:
+    if meta_keys is not None:
         cur_manifest = (read_manifest(base_dir, current) or {}) if current else {}
-        before["manifest"] = _meta_text(cur_manifest, meta) if current else ""
-        after.append({"name": "manifest", "content": _meta_text(manifest or meta, meta)})
-    return _diffs(current, before, after, after_label)
-
-
-def _diffs(current, before, files, after_label="new release"):
+        before["manifest"] = _meta_text(cur_manifest, meta_keys) if current else ""
+        after.append({"name": "manifest", "content": _meta_text(manifest, meta_keys)})
     return [
         {
             "before_header": f"current/{f['name']}" if current else "(no release)",
@@ -192,7 +187,7 @@ def _diffs(current, before, files, after_label="new release"):
             "before": before.get(f["name"], ""),
             "after": f["content"],
         }
-        for f in files
+        for f in after
         if before.get(f["name"], "") != f["content"]
     ]
 
@@ -280,7 +275,7 @@ def activate(base_dir, release, check_mode=False):
 
 
 def mark(base_dir, release, status, reason=None, check_mode=False, results=None):
-    """Set a release's status (good: proven to serve; failed: refused, with the reason)."""
+    """Set a release's status: good (proven to serve), failed or rolled-back (with the reason)."""
     manifest = _require(base_dir, release)
     results = results or {}
     changed = manifest.get("status") != status or (reason and manifest.get("reason") != reason) \

@@ -5,8 +5,8 @@ dependency set. Findings carry `file:line` so a report can cite them.
 """
 
 import ast
+import functools
 import os
-import re
 
 LIST_NAME = "piecewise_cuda_graph_disabled_model_archs"
 FUNC_NAME = "is_piecewise_cuda_graph_disabled_model"
@@ -41,7 +41,9 @@ def _metadata_version(path):
     return None
 
 
+@functools.lru_cache(maxsize=8)
 def _parse(path):
+    """One parse per file: model_config.py and the reader are looked at more than once."""
     with open(path, "rb") as handle:
         return ast.parse(handle.read(), filename=path)
 
@@ -101,7 +103,7 @@ def consulted_in(site):
     """Code that reads the list, the function or the attribute outside their own definitions.
 
     Returns [{"where": "sglang/srt/server_args.py:1086", "in": "ServerArgs._handle_...",
-    "code": "<the statement>", "function_node": ...}] sorted by file and line.
+    "code": "<the source line>", "file": <absolute path>, "line": 1086}] sorted by file, line.
     """
     found = []
     root = os.path.join(site, "sglang")
@@ -111,13 +113,14 @@ def consulted_in(site):
                 continue
             path = os.path.join(dirpath, name)
             with open(path, "rb") as handle:
-                if NEEDLE not in handle.read():
-                    continue
+                raw = handle.read()
+            if NEEDLE not in raw:
+                continue
             rel = os.path.relpath(path, site).replace(os.sep, "/")
             tree = _parse(path)
             skip = _definition_nodes(tree) if rel == MODEL_CONFIG else set()
             owner = _enclosing(tree)
-            source = open(path, encoding="utf-8", errors="replace").read().splitlines()
+            source = raw.decode("utf-8", errors="replace").splitlines()
             for node in ast.walk(tree):
                 if node in skip:
                     continue
