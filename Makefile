@@ -55,7 +55,10 @@ demo: setup
 	  podman exec -i $(DEMO_HOST) tee /srv/models/Qwen3.6-27B/config.json >/dev/null
 	ansible-playbook -i inventory/demo deploy.yml
 	@echo "--- a streamed completion from the demo host (stand-in engine, 3 tokens per chunk as MTP) ---"
-	podman exec $(DEMO_HOST) curl -sN http://127.0.0.1:30000/v1/completions -H 'Content-Type: application/json' \
+	@# The key goes through stdin (curl -H @-), never a command line.
+	printf 'Authorization: Bearer %s\n' "$$(cat $(HOME)/.cache/sglang-deploy/demo-api-key)" | \
+	  podman exec -i $(DEMO_HOST) curl -sN http://127.0.0.1:30000/v1/completions -H @- \
+	  -H 'Content-Type: application/json' \
 	  -d '{"model": "qwen3.6-27b", "prompt": "Hello", "max_tokens": 7, "stream": true}'
 	@echo "--- run it again: nothing changes, nothing restarts ---"
 	ansible-playbook -i inventory/demo deploy.yml

@@ -5,9 +5,10 @@ unit-tested in tests/unit/test_sglang_preflight.py. Evidence (file:line) comes f
 nothing SGLang can tell us about itself is written down here.
 """
 
+import ipaddress
 import os
-import sys
 import re
+import sys
 
 from ansible.errors import AnsibleFilterError
 
@@ -157,6 +158,16 @@ def _tp_gpus(facts, env, tp):
     return indices, None
 
 
+def local_tp(args):
+    """Tensor-parallel ranks on this node: --tp-size over --nnodes."""
+    tp, nnodes = _int(args, "tp-size", 1) or 1, _int(args, "nnodes", 1) or 1
+    if tp % nnodes:
+        raise AnsibleFilterError(
+            f"tp-size {tp} is not a multiple of nnodes {nnodes} (the hosts of sglang_nodes_group): "
+            "each node runs tp-size / nnodes ranks")
+    return tp // nnodes
+
+
 def _speculative(args):
     algo = args.get("speculative-algorithm")
     if not algo:
@@ -213,11 +224,35 @@ def _sibling_notes(facts, args):
     return notes
 
 
-def sglang_preflight(facts, args, env=None, expect=None, strict=False, args_check=None):
+def _loopback(host):
+    host = str(host or "").strip("[]").lower()
+    if host in ("localhost", "::1"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _exposure(args, api_key_set):
+    host = args.get("host", "127.0.0.1")
+    if _loopback(host):
+        return _check("exposure", "loopback or key", f"bound to {host}", "ok",
+                      "only clients on this host can reach it")
+    if api_key_set:
+        return _check("exposure", "loopback or key", f"bound to {host}", "ok",
+                      "reachable from the network; every request needs the API key")
+    return _check("exposure", "loopback or key", f"bound to {host}", "warn",
+                  f"sglang_host {host} serves the network without an API key: set "
+                  "sglang_api_key or bind sglang_host to 127.0.0.1")
+
+
+def sglang_preflight(facts, args, env=None, expect=None, strict=False, args_check=None,
+                     api_key_set=False):
     """{ok, checks: [{setting, expected, predicted, status, reason}], failures, warnings}.
 
     `args_check` is what sglang_args_check returned (the installed parser's verdict on the
-    release's arguments), when it ran.
+    release's arguments), when it ran. `api_key_set` says whether the server requires a key.
     """
     if not isinstance(facts, dict) or not isinstance(args, dict):
         raise AnsibleFilterError("sglang_preflight: facts and args must be mappings")
@@ -227,25 +262,29 @@ def sglang_preflight(facts, args, env=None, expect=None, strict=False, args_chec
     gpus = facts.get("gpus") or {}
     checks = []
 
-    # tp size against the GPUs this release can see
-    tp = _int(args, "tp-size", 1) or 1
+    # tp size against the GPUs this release can see (one model over several nodes: the
+    # expectation is on the total, the GPUs hold this node's share of the ranks)
+    total = _int(args, "tp-size", 1) or 1
+    tp = local_tp(args)
+    per_node = "" if tp == total else f" ({tp} on this node)"
     tp_gpus, why = _tp_gpus(facts, env, tp) if gpus.get("present") else (None, None)
-    if expect.get("tp_size") and expect["tp_size"] != tp:
-        checks.append(_check("tp_size", expect["tp_size"], tp, "fail",
-                             f"the release sets --tp-size {tp}"))
+    if expect.get("tp_size") and expect["tp_size"] != total:
+        checks.append(_check("tp_size", expect["tp_size"], total, "fail",
+                             f"the release sets --tp-size {total}"))
     elif not gpus.get("present"):
-        checks.append(_check("tp_size", expect.get("tp_size", tp), tp, "warn",
+        checks.append(_check("tp_size", expect.get("tp_size", total), total, "warn",
                              f"no GPU to check it against: {gpus.get('reason') or 'no GPU facts'}"))
     elif why:
-        checks.append(_check("tp_size", tp, tp, "fail", why))
+        checks.append(_check("tp_size", total, total, "fail", why))
     elif tp > len(tp_gpus):
-        checks.append(_check("tp_size", tp, tp, "fail",
-                             f"--tp-size {tp} needs {tp} GPUs; this release sees {len(tp_gpus)} "
-                             f"(CUDA_VISIBLE_DEVICES={env.get('CUDA_VISIBLE_DEVICES', 'unset')}): "
+        checks.append(_check("tp_size", total, total, "fail",
+                             f"--tp-size {total} needs {tp} GPUs{per_node}; this release sees "
+                             f"{len(tp_gpus)} (CUDA_VISIBLE_DEVICES="
+                             f"{env.get('CUDA_VISIBLE_DEVICES', 'unset')}): "
                              "lower tp-size or make more GPUs visible"))
     else:
-        checks.append(_check("tp_size", expect.get("tp_size", tp), tp, "ok",
-                             f"GPUs {tp_gpus[:tp]} of {gpus.get('count')}"))
+        checks.append(_check("tp_size", expect.get("tp_size", total), total, "ok",
+                             f"GPUs {tp_gpus[:tp]} of {gpus.get('count')}{per_node}"))
 
     # decode CUDA graph
     decode_on = not _truthy(args.get("disable-cuda-graph"))
@@ -286,6 +325,7 @@ def sglang_preflight(facts, args, env=None, expect=None, strict=False, args_chec
 
     if args_check:
         checks.append(_flags_check(args_check, version))
+    checks.append(_exposure(args, bool(api_key_set)))
 
     if strict:
         for check in checks:
@@ -407,5 +447,6 @@ class FilterModule:
         return {
             "nvidia_topology": own_errors(nvidia_topology),
             "sglang_preflight": own_errors(sglang_preflight),
+            "sglang_expect_check": own_errors(_check_expect),
             "sglang_preflight_table": own_errors(sglang_preflight_table),
         }

@@ -4,6 +4,7 @@ Pure functions, unit-tested without Ansible (tests/unit/test_sglang_render.py). 
 input raises AnsibleFilterError with a message that names the variable and what to change.
 """
 
+import json
 import os
 import re
 import sys
@@ -26,8 +27,15 @@ ROLE_OWNED = {
     "revision": "sglang_model_revision",
     "host": "sglang_host",
     "port": "sglang_port",
+    "api-key": "sglang_api_key (kept out of argv, files and the journal)",
+    "admin-api-key": "sglang_admin_api_key (kept out of argv, files and the journal)",
+    "nnodes": "sglang_nodes_group (its hosts, in inventory order, are the ranks)",
+    "node-rank": "sglang_nodes_group (its hosts, in inventory order, are the ranks)",
+    "dist-init-addr": "sglang_nodes_group and sglang_dist_init_port",
     "config": None,
 }
+# What launch.py passes on: single-line tokens, so a log line never splits one.
+API_KEY = re.compile(r"^[A-Za-z0-9._~+/=-]{16,512}$")
 
 
 def _plain(value):
@@ -146,12 +154,12 @@ def sglang_server_config(profile, overrides=None, model_path="", model_revision=
     return merged
 
 
-def _port(port):
+def _port(port, variable="sglang_port"):
     """A TCP port from an int or the digits `-e sglang_port=...` gives as a string."""
     if isinstance(port, str) and port.strip().isdigit():
         port = int(port)
     if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
-        raise AnsibleFilterError(f"sglang_port: {port!r} is not a TCP port (1-65535)")
+        raise AnsibleFilterError(f"{variable}: {port!r} is not a TCP port (1-65535)")
     return port
 
 
@@ -250,6 +258,125 @@ def sglang_pip_args(index_url="", extra_index_urls=None, wheelhouse="", no_index
     return " ".join(args)
 
 
+# Unit settings the role writes itself: sglang_service_hardening may not override them.
+UNIT_OWNED = {"User", "Group", "ExecStart", "EnvironmentFile", "Environment", "WorkingDirectory",
+              "RuntimeDirectory", "RuntimeDirectoryMode", "Restart", "Type", "KillMode",
+              "ReadWritePaths"}
+UNIT_KEY = re.compile(r"^[A-Z][A-Za-z]+$")
+HOME_DIRS = ("/root", "/home", "/run/user")
+
+
+def _under(path, roots):
+    path = os.path.normpath(str(path))
+    return any(path == root or path.startswith(root + "/") for root in roots)
+
+
+def sglang_unit_hardening(hardening, paths=(), cache_dir="", read_write_paths=()):
+    """The unit's sandboxing lines for sglang_service_hardening (a mapping; empty = none).
+
+    ProtectHome is derived unless set: "yes" when the ml-env, model and base directory all
+    live outside /root and /home, else "read-only". With any hardening the caches SGLang
+    compiles into (Triton, FlashInfer, the hub) are moved to `cache_dir`, the one writable
+    place next to `read_write_paths`.
+    """
+    hardening = {} if hardening is None else _plain(hardening)
+    if not isinstance(hardening, dict):
+        raise AnsibleFilterError("sglang_service_hardening must be a mapping of unit settings")
+    lines = []
+    for key, value in hardening.items():
+        if not isinstance(key, str) or not UNIT_KEY.match(key):
+            raise AnsibleFilterError(
+                f"sglang_service_hardening: {key!r} is not a systemd setting name")
+        if key in UNIT_OWNED:
+            raise AnsibleFilterError(
+                f"sglang_service_hardening: {key} is written by the role; "
+                + ("use sglang_service_read_write_paths" if key == "ReadWritePaths"
+                   else "set it through the role's own variables"))
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            value = "yes" if value else "no"
+        if isinstance(value, (dict, list)) or "\n" in str(value):
+            raise AnsibleFilterError(f"sglang_service_hardening.{key}: a single-line value")
+        lines.append(f"{key}={value}")
+    if not lines:
+        return []
+    if "ProtectHome" not in hardening:
+        home = "read-only" if any(_under(p, HOME_DIRS) for p in paths if p) else "yes"
+        lines.append(f"ProtectHome={home}")
+    writable = [str(p) for p in [cache_dir, *(read_write_paths or [])] if p]
+    for path in writable:
+        if not os.path.isabs(path) or any(c.isspace() for c in path):
+            raise AnsibleFilterError(
+                f"sglang_service_read_write_paths: {path!r} must be an absolute path without spaces")
+    if writable:
+        lines.append("ReadWritePaths=" + " ".join(writable))
+    if cache_dir:
+        lines += [f"Environment=XDG_CACHE_HOME={cache_dir}", f"Environment=TRITON_HOME={cache_dir}",
+                  f"Environment=FLASHINFER_WORKSPACE_BASE={cache_dir}"]
+    return lines
+
+
+NCCL_ENV = re.compile(r"^(NCCL|GLOO|UCX|TP_SOCKET)_[A-Z0-9_]+$")
+
+
+def sglang_multinode(hosts, host, hostvars, port=50000, nccl_env=None):
+    """One model over several nodes: {nnodes, node_rank, rank0, args, env} for `host`.
+
+    `hosts` is the inventory group of the nodes (sglang_nodes_group), in inventory order:
+    the first is rank 0 and hosts the dist-init address (its sglang_advertise_host,
+    ansible_host or name). `nccl_env` is this host's NCCL_*/GLOO_* variables (per-host
+    interface names and HCAs).
+    """
+    hosts = [str(h) for h in _plain(hosts or [])]
+    nccl_env = _plain(nccl_env or {})
+    if not isinstance(nccl_env, dict):
+        raise AnsibleFilterError("sglang_nccl_env must be a mapping of NCCL_*/GLOO_* variables")
+    for name, value in nccl_env.items():
+        if not isinstance(name, str) or not NCCL_ENV.match(name):
+            raise AnsibleFilterError(
+                f"sglang_nccl_env: {name!r} is not an NCCL_*/GLOO_*/UCX_* variable; "
+                "put other variables in sglang_env")
+        if "\n" in str(value):
+            raise AnsibleFilterError(f"sglang_nccl_env: {name} must be a single line")
+    env = {k: str(v) for k, v in nccl_env.items()}
+    if len(hosts) < 2:
+        if hosts and host not in hosts:
+            raise AnsibleFilterError(f"sglang_nodes_group does not hold {host}")
+        return {"nnodes": 1, "node_rank": 0, "rank0": host, "args": {}, "env": env}
+    if host not in hosts:
+        raise AnsibleFilterError(
+            f"sglang_nodes_group: {host} is not in the group it names ({', '.join(hosts)})")
+    port = _port(port, "sglang_dist_init_port")
+    first = hostvars[hosts[0]]
+    address = first.get("sglang_advertise_host") or first.get("ansible_host") or hosts[0]
+    address = f"[{address}]" if ":" in str(address) and not str(address).startswith("[") else address
+    rank = hosts.index(host)
+    return {"nnodes": len(hosts), "node_rank": rank, "rank0": hosts[0], "env": env,
+            "args": {"nnodes": len(hosts), "node-rank": rank,
+                     "dist-init-addr": f"{address}:{port}"}}
+
+
+def sglang_secrets_json(api_key="", admin_api_key=""):
+    """The 0600 secrets file launch.py reads. Messages never quote a key."""
+    secrets = {}
+    for variable, arg, value in (("sglang_api_key", "api-key", api_key),
+                                 ("sglang_admin_api_key", "admin-api-key", admin_api_key)):
+        value = _plain(value)
+        if value in (None, ""):
+            continue
+        if not isinstance(value, str) or not API_KEY.fullmatch(value):
+            raise AnsibleFilterError(
+                f"{variable}: must be a token of 16-512 characters from A-Za-z0-9._~+/=- "
+                "(e.g. `openssl rand -hex 32`); the value is not shown")
+        secrets[arg] = value
+    if len(secrets) == 2 and secrets["api-key"] == secrets["admin-api-key"]:
+        raise AnsibleFilterError(
+            "sglang_admin_api_key: equals sglang_api_key, which makes every client an admin; "
+            "give it its own value or leave it empty")
+    return json.dumps(secrets, indent=2, sort_keys=True) + "\n"
+
+
 def sglang_connect_host(host):
     """Where a client on the host itself reaches a server bound to `host`."""
     if host in ("0.0.0.0", "", None):
@@ -270,4 +397,7 @@ class FilterModule:
             "sglang_expect_merge": own_errors(sglang_expect_merge),
             "sglang_pip_args": own_errors(sglang_pip_args),
             "sglang_connect_host": own_errors(sglang_connect_host),
+            "sglang_unit_hardening": own_errors(sglang_unit_hardening),
+            "sglang_secrets_json": own_errors(sglang_secrets_json),
+            "sglang_multinode": own_errors(sglang_multinode),
         }

@@ -1,6 +1,7 @@
 """What the running server resolved, against the preflight prediction and the expectations;
 smoke-test gates and the bandwidth ceiling. Pure functions, tested in tests/unit."""
 
+import math
 import os
 import sys
 
@@ -123,17 +124,33 @@ def _level(smoke, concurrency):
                 None)
 
 
+def _limit(value, variable, unit, optional=True):
+    if optional and value in (None, ""):
+        return None
+    if isinstance(value, bool):
+        value = "true" if value else "false"
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or not math.isfinite(number) or number < 0:
+        raise AnsibleFilterError(
+            f"{variable}: {value!r} is not a number of {unit}; give one like "
+            + ("45, or null for none" if optional else "0.10"))
+    return number
+
+
+def sglang_smoke_limits(min_decode_tok_s=None, max_ttft_ms=None, tolerance=0.10):
+    """(floor, TTFT ceiling, tolerance) as numbers; a message naming the variable otherwise."""
+    return (_limit(min_decode_tok_s, "sglang_smoke_min_decode_tok_s", "tokens/s"),
+            _limit(max_ttft_ms, "sglang_smoke_max_ttft_ms", "milliseconds"),
+            _limit(tolerance, "sglang_smoke_regression_tolerance", "a fraction", optional=False))
+
+
 def sglang_smoke_gate(smoke, min_decode_tok_s=None, max_ttft_ms=None, baseline=None,
                       tolerance=0.10):
     """{ok, failures, rows}: floors, failed requests and regression against the baseline."""
-    try:
-        floor = None if min_decode_tok_s in (None, "") else float(min_decode_tok_s)
-        ttft_cap = None if max_ttft_ms in (None, "") else float(max_ttft_ms)
-        tolerance = float(tolerance)
-    except (TypeError, ValueError) as exc:
-        raise AnsibleFilterError(
-            f"sglang_smoke_min_decode_tok_s, sglang_smoke_max_ttft_ms and "
-            f"sglang_smoke_regression_tolerance must be numbers: {exc}") from exc
+    floor, ttft_cap, tolerance = sglang_smoke_limits(min_decode_tok_s, max_ttft_ms, tolerance)
     levels = (smoke or {}).get("levels") or []
     if not levels:
         raise AnsibleFilterError("sglang_smoke_gate: the smoke test returned no levels")
@@ -273,6 +290,7 @@ class FilterModule:
             "sglang_verify": own_errors(sglang_verify),
             "sglang_verify_table": own_errors(sglang_verify_table),
             "sglang_smoke_gate": own_errors(sglang_smoke_gate),
+            "sglang_smoke_limits": own_errors(sglang_smoke_limits),
             "sglang_ceiling": own_errors(sglang_ceiling),
             "sglang_smoke_table": own_errors(sglang_smoke_table),
             "sglang_smoke_record": own_errors(sglang_smoke_record),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build the offline wheelhouse that test and demo hosts install from (no index on the host):
-# the real sglang wheel (installed there with --no-deps), the test stand-in engine and PyYAML.
+# Build the offline wheelhouses that test and demo hosts install from (no index on the host):
+# the real sglang wheel (installed there with --no-deps), the test stand-in engine and PyYAML;
+# and, in a second directory, sglang-router with its dependencies (the router host's venv).
 # Files already present are kept, so a second run changes nothing.
 set -euo pipefail
 
@@ -41,4 +42,16 @@ if [[ ! -e "${standin[0]}" ]] || [[ -n "$(find "$here/tests/standin" -newer "${s
   rm -rf "$build"
 fi
 
-ls -1 "$dest"
+# The router: its own directory, so that replicas do not receive its wheels.
+router_dest="${SGLANG_DEPLOY_ROUTER_WHEELHOUSE:-$here/.cache/wheelhouse-router}"
+router_version="${SGLANG_ROUTER_VERSION:-0.3.2}"
+if ! compgen -G "$router_dest/sglang_router-${router_version}-*.whl" >/dev/null; then
+  echo "wheelhouse: sglang-router ${router_version} and its dependencies"
+  mkdir -p "$router_dest"
+  "${pip[@]}" download --only-binary=:all: --python-version "$host_python" \
+    --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux_2_28_x86_64 --platform linux_x86_64 \
+    -d "$router_dest" "sglang-router==${router_version}"
+fi
+
+ls -1 "$dest" "$router_dest"

@@ -1,8 +1,10 @@
 """Run this project's playbooks against a molecule instance with ansible-runner and read the
 outcome from its structured events (not from the printed text)."""
 
+import json
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -11,8 +13,41 @@ import ansible_runner
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def play(playbook, extravars=None, check=False, diff=False):
-    """Returns {status, failed_task, msg, changed, events}."""
+ROLLOUT_STOP = "Stop the rollout here"
+DEMO_API_KEY = Path.home() / ".cache" / "sglang-deploy" / "demo-api-key"
+
+
+def demo_api_key():
+    """The key inventory/demo makes on the controller (ansible.builtin.password lookup)."""
+    return DEMO_API_KEY.read_text(encoding="utf-8").split()[0]
+
+
+def podman_exec(container, argv, stdin=""):
+    """Run argv in a podman host with `stdin`: what must not be in an argv goes there."""
+    return subprocess.run(["podman", "exec", "-i", container, *argv], input=stdin,
+                          capture_output=True, text=True, check=False)
+
+
+def api(container, path, body=None, stream=False, key=True, status_only=False):
+    """curl on a podman host, the API key on stdin (`-H @-`): never in an argv or a log.
+
+    testinfra's ansible backend runs commands through the command module, which logs its
+    arguments to the host's journal; the key must not go that way."""
+    cmd = ["curl", "-s" + ("N" if stream else ""), "-H", "@-", f"http://127.0.0.1:30000{path}"]
+    if body is not None:
+        cmd += ["-H", "Content-Type: application/json", "-d", json.dumps(body)]
+    if status_only:
+        cmd += ["-o", "/dev/null", "-w", "%{http_code}"]
+    else:
+        cmd.append("-f")
+    header = f"Authorization: Bearer {demo_api_key()}\n" if key else "\n"
+    out = podman_exec(container, cmd, header)
+    out.check_returncode()
+    return out.stdout
+
+
+def play(playbook, extravars=None, check=False, diff=False, verbosity=0):
+    """Returns {status, failed_task, msg, changed, events, stdout}."""
     data = tempfile.mkdtemp(prefix="runner-")
     cmdline = " ".join(flag for flag, on in (("--check", check), ("--diff", diff)) if on)
     try:
@@ -24,10 +59,14 @@ def play(playbook, extravars=None, check=False, diff=False):
             cmdline=cmdline or None,
             envvars={k: v for k, v in os.environ.items() if k.startswith(("ANSIBLE_", "SGLANG_"))},
             quiet=True,
+            verbosity=verbosity,
         )
         events = list(run.events)
+        stdout = run.stdout.read()
+        # The rollout's own re-raise (deploy.yml) repeats the failure of the step that failed.
         failed = [e["event_data"] for e in events if e["event"] == "runner_on_failed"
-                  and not e["event_data"].get("ignore_errors")]
+                  and not e["event_data"].get("ignore_errors")
+                  and e["event_data"].get("task") != ROLLOUT_STOP]
         last = failed[-1] if failed else {}
         stats = run.stats or {}
         return {
@@ -36,6 +75,7 @@ def play(playbook, extravars=None, check=False, diff=False):
             "msg": (last.get("res") or {}).get("msg", ""),
             "changed": sum((stats.get("changed") or {}).values()),
             "events": events,
+            "stdout": stdout,
         }
     finally:
         shutil.rmtree(data, ignore_errors=True)

@@ -232,3 +232,16 @@ def test_table_lists_every_check():
     assert lines[0] == "preflight for sglang 0.5.23: 1 FAILED"
     assert len(lines) == 2 + len(verdict["checks"])
     assert any("FAIL" in line and "custom_all_reduce" in line for line in lines)
+
+
+def test_a_model_over_two_nodes_is_held_to_its_total_tp_and_this_nodes_gpus():
+    facts = {"sglang_version": "0.5.23", "model": {}, "piecewise_blacklist": {},
+             "gpus": {"present": True, "count": 2, "devices": [{"index": 0}, {"index": 1}]}}
+    args = {"tp-size": 4, "nnodes": 2, "node-rank": 1}
+    row = [c for c in pf.sglang_preflight(facts, args, {}, {"tp_size": 4})["checks"]
+           if c["setting"] == "tp_size"][0]
+    assert (row["status"], row["predicted"]) == ("ok", 4)
+    assert row["reason"] == "GPUs [0, 1] of 2 (2 on this node)"
+    row = [c for c in pf.sglang_preflight(facts, {**args, "tp-size": 8}, {}, {})["checks"]
+           if c["setting"] == "tp_size"][0]
+    assert row["status"] == "fail" and "needs 4 GPUs (4 on this node)" in row["reason"]

@@ -144,3 +144,30 @@ def test_pip_args():
 )
 def test_connect_host(host, expected):
     assert r.sglang_connect_host(host) == expected
+
+
+def test_multinode_ranks_and_dist_init_come_from_the_inventory():
+    hostvars = {"node0": {"ansible_host": "10.0.0.10"}, "node1": {}}
+    nccl = {"NCCL_SOCKET_IFNAME": "ens5f0", "NCCL_IB_HCA": "mlx5_0,mlx5_1", "GLOO_SOCKET_IFNAME": "ens5f0"}
+    rank1 = r.sglang_multinode(["node0", "node1"], "node1", hostvars, 50000, nccl)
+    assert rank1["args"] == {"nnodes": 2, "node-rank": 1, "dist-init-addr": "10.0.0.10:50000"}
+    assert rank1["rank0"] == "node0" and rank1["env"] == nccl
+    assert r.sglang_multinode(["node0", "node1"], "node0", hostvars)["node_rank"] == 0
+    single = r.sglang_multinode([], "host", {}, 50000, {})
+    assert single == {"nnodes": 1, "node_rank": 0, "rank0": "host", "args": {}, "env": {}}
+
+
+@pytest.mark.parametrize("hosts, host, nccl, message", [
+    (["a", "b"], "c", {}, "c is not in the group"),
+    (["a", "b"], "a", {"CUDA_VISIBLE_DEVICES": "0"}, "not an NCCL_"),
+    (["a", "b"], "a", {"NCCL_IB_HCA": "x\nNCCL_DEBUG=INFO"}, "single line"),
+])
+def test_bad_multinode_input_is_refused(hosts, host, nccl, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        r.sglang_multinode(hosts, host, {"a": {}, "b": {}}, 50000, nccl)
+
+
+@pytest.mark.parametrize("name", ["nnodes", "node-rank", "dist_init_addr"])
+def test_multinode_arguments_are_the_roles(name):
+    with pytest.raises(AnsibleFilterError, match="sglang_nodes_group"):
+        r.sglang_server_config({"model": {"path": "/m"}}, {name: 1})

@@ -1,11 +1,15 @@
 """What a deploy must leave on the host: checked on the molecule instance with testinfra."""
 
 import json
+import os
 import re
+import sys
+
+sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "tests"))
+from support.runner import api  # noqa: E402
 
 BASE = "/opt/sglang"
-VENV = "/root/ml-env"
-URL = "http://127.0.0.1:30000"
+VENV = "/opt/ml-env"
 RELEASE_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}$")
 
 
@@ -30,6 +34,7 @@ def test_unit_enabled_and_running(host):
     assert f"ExecStart={BASE}/current/launch" in unit
     assert "Restart=on-failure" in unit
     assert "LimitNOFILE=65535" in unit
+    assert "User=sglang" in unit and "NoNewPrivileges=yes" in unit and "ProtectHome=yes" in unit
 
 
 def test_current_points_at_a_good_release(host):
@@ -69,6 +74,8 @@ def test_process_runs_the_current_release_with_config_flag(host):
     release = _current(host)
     pid = host.check_output("systemctl show sglang -p MainPID --value")
     argv = host.file(f"/proc/{pid}/cmdline").content.split(b"\0")
+    # The main process is the launcher (the release's launch.py) with the release's command.
+    assert argv[1] == f"{BASE}/releases/{release}/launch.py".encode()
     assert b"--config" in argv
     assert argv[argv.index(b"--config") + 1] == f"{BASE}/releases/{release}/config.yaml".encode()
 
@@ -82,19 +89,16 @@ def test_pinned_sglang_is_installed_in_the_ml_env(host):
 
 
 def test_a_completion_is_served(host):
-    body = json.dumps({"model": "qwen3.6-27b", "prompt": "Hello", "max_tokens": 12})
-    answer = _json(host, f"curl -sf {URL}/v1/completions -H 'Content-Type: application/json' "
-                         f"-d '{body}'")
+    answer = json.loads(api(host.backend.get_hostname(), "/v1/completions",
+                            {"model": "qwen3.6-27b", "prompt": "Hello", "max_tokens": 12}))
     assert answer["usage"]["completion_tokens"] == 12
     assert answer["choices"][0]["text"].strip()
 
 
 def test_a_streamed_chat_reports_usage(host):
-    body = json.dumps({"model": "qwen3.6-27b", "messages": [{"role": "user", "content": "Hi"}],
-                       "max_tokens": 10, "stream": True,
-                       "stream_options": {"include_usage": True}})
-    out = host.check_output(f"curl -sfN {URL}/v1/chat/completions "
-                            f"-H 'Content-Type: application/json' -d '{body}'")
+    body = {"model": "qwen3.6-27b", "messages": [{"role": "user", "content": "Hi"}],
+            "max_tokens": 10, "stream": True, "stream_options": {"include_usage": True}}
+    out = api(host.backend.get_hostname(), "/v1/chat/completions", body, stream=True)
     events = [line[len("data: "):] for line in out.splitlines() if line.startswith("data: ")]
     assert events[-1] == "[DONE]"
     usage = [json.loads(e)["usage"] for e in events[:-1] if json.loads(e).get("usage")]
@@ -102,7 +106,7 @@ def test_a_streamed_chat_reports_usage(host):
 
 
 def test_server_info_reports_the_profile(host):
-    info = _json(host, f"curl -sf {URL}/server_info")
+    info = json.loads(api(host.backend.get_hostname(), "/server_info"))
     assert info["tp_size"] == 2
     assert info["speculative_algorithm"] == "EAGLE"
     assert info["speculative_num_draft_tokens"] == 4

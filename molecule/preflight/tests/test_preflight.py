@@ -59,12 +59,6 @@ def assert_still_serving(host, before):
              "(sglang 0.5.12, sglang/srt/configs/model_config.py:1558), read by "
              "sglang/srt/server_args.py:1309 (ServerArgs._handle_piecewise_cuda_graph)"],
         ),
-        (
-            "tp-larger-than-the-gpus",
-            {"sglang_nvidia_smi": NVLINK_SMI, "sglang_server_args": {"tp-size": 4},
-             "sglang_expect": {"tp_size": None}},
-            ["tp_size: --tp-size 4 needs 4 GPUs; this release sees 2"],
-        ),
     ],
 )
 def test_preflight_refuses_and_the_serving_release_stays(host, name, extravars, expected):

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "tests"))
-from support.runner import play  # noqa: E402
+from support.runner import api, play  # noqa: E402
 
 BASE = "/opt/sglang"
 # The demo's stand-in knobs (inventory/demo/group_vars): sglang_env replaces them all.
@@ -33,9 +33,8 @@ def releases(host):
 
 
 def serves(host):
-    answer = json.loads(host.check_output(
-        "curl -sf http://127.0.0.1:30000/v1/completions -H 'Content-Type: application/json' "
-        "-d '{\"prompt\": \"Hi\", \"max_tokens\": 4}'"))
+    answer = json.loads(api(host.backend.get_hostname(), "/v1/completions",
+                            {"prompt": "Hi", "max_tokens": 4}))
     return answer["usage"]["completion_tokens"] == 4
 
 

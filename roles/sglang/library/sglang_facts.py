@@ -20,6 +20,8 @@ options:
   venv: {description: The ml-env., type: path, required: true}
   model_path: {description: Local checkpoint directory or hub id., type: str, default: ""}
   model_revision: {description: Hub revision for a hub id (default C(main))., type: str, default: ""}
+  port: {description: TCP port whose listeners (pid, command, systemd unit) are reported., type: int}
+  service: {description: systemd service whose state and user are reported (with C(port))., type: str}
   env: {description: Environment the release runs with (its env file)., type: dict, default: {}}
   nvidia_smi: {description: nvidia-smi command., type: str, default: nvidia-smi}
 """
@@ -29,6 +31,8 @@ sglang_version: {description: Installed sglang version or null., type: str, retu
 piecewise_blacklist: {description: archs, defined_in, consulted, consulted_in, consulting_code, sibling_rules., type: dict, returned: always}
 model: {description: path, config_path, source (local, hub-cache or null), architectures, model_type, weight_bytes., type: dict, returned: always}
 gpus: {description: present, count, devices, topology_text, p2p_text, reason., type: dict, returned: always}
+port: {description: "port, listening, uids, holders [{pid, command, unit}].", type: dict, returned: always}
+service: {description: "name, active, uid of the service.", type: dict, returned: always}
 env: {description: NCCL_*/SGLANG_*/CUDA_* of the release., type: dict, returned: always}
 nccl_conf: {description: Settings read from /etc/nccl.conf., type: dict, returned: always}
 elapsed_s: {description: Time taken., type: float, returned: always}
@@ -36,6 +40,7 @@ elapsed_s: {description: Time taken., type: float, returned: always}
 
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import time
@@ -129,6 +134,77 @@ def gpu_facts(nvidia_smi="nvidia-smi"):
             "topology_text": topo or None, "p2p_text": p2p or None, "reason": None}
 
 
+def _listening_inodes(port, proc="/proc"):
+    """{socket inode: owner uid} of the sockets listening on TCP `port` (IPv4 and IPv6)."""
+    inodes = {}
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(os.path.join(proc, "net", table), encoding="ascii") as handle:
+                next(handle, None)
+                for line in handle:
+                    fields = line.split()
+                    if len(fields) > 9 and fields[3] == "0A" and \
+                            int(fields[1].rsplit(":", 1)[1], 16) == port:
+                        inodes[fields[9]] = int(fields[7])
+        except OSError:
+            continue
+    return inodes
+
+
+def _unit_of(pid, proc="/proc"):
+    """The systemd service a process belongs to, from its cgroup path."""
+    try:
+        with open(os.path.join(proc, str(pid), "cgroup"), encoding="utf-8") as handle:
+            for part in reversed(handle.read().replace("\n", "/").split("/")):
+                if part.endswith(".service"):
+                    return part
+    except OSError:
+        pass
+    return None
+
+
+def service_facts(unit):
+    """{name, active, uid} of a systemd service (uid of its User=, root when unset)."""
+    out = {"name": unit, "active": False, "uid": None}
+    if not unit or not shutil.which("systemctl"):
+        return out
+    rc, text, _ = _run(["systemctl", "show", unit, "-p", "ActiveState", "-p", "User"])
+    props = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    out["active"] = rc == 0 and props.get("ActiveState") == "active"
+    try:
+        out["uid"] = pwd.getpwnam(props.get("User") or "root").pw_uid
+    except KeyError:
+        pass
+    return out
+
+
+def port_facts(port, proc="/proc"):
+    """Who listens on `port`: {port, listening, uids, holders: [{pid, command, unit}]}.
+
+    Holders are found through /proc/PID/fd, which root can read only for its own processes
+    where it lacks CAP_SYS_PTRACE (containers): `uids` are the sockets' owners, always known.
+    """
+    if not port:
+        return {"port": None, "listening": False, "uids": [], "holders": []}
+    inodes = _listening_inodes(port, proc)
+    holders = []
+    if inodes:
+        targets = {f"socket:[{inode}]" for inode in inodes}
+        for pid in filter(str.isdigit, os.listdir(proc)):
+            fd_dir = os.path.join(proc, pid, "fd")
+            try:
+                if not any(os.readlink(os.path.join(fd_dir, fd)) in targets
+                           for fd in os.listdir(fd_dir)):
+                    continue
+                with open(os.path.join(proc, pid, "cmdline"), "rb") as handle:
+                    command = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            except OSError:
+                continue
+            holders.append({"pid": int(pid), "command": command[:200], "unit": _unit_of(pid, proc)})
+    return {"port": port, "listening": bool(inodes), "uids": sorted(set(inodes.values())),
+            "holders": holders}
+
+
 def read_nccl_conf(path="/etc/nccl.conf"):
     conf = {}
     try:
@@ -158,6 +234,8 @@ def collect(params):
         "gpus": gpu_facts(params.get("nvidia_smi") or "nvidia-smi"),
         "env": env,
         "nccl_conf": read_nccl_conf(),
+        "port": port_facts(params.get("port")),
+        "service": service_facts(params.get("service")),
         "elapsed_s": round(time.monotonic() - start, 3),
     }
 
@@ -170,6 +248,8 @@ def main():
             "model_revision": {"type": "str", "default": ""},
             "env": {"type": "dict", "default": {}},
             "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
+            "port": {"type": "int"},
+            "service": {"type": "str"},
         },
         supports_check_mode=True,
     )

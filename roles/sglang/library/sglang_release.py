@@ -105,6 +105,7 @@ import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_redact import redact_env_text
 
 MANIFEST = "manifest.json"
 SCHEMA = 1
@@ -168,6 +169,13 @@ def _release_files(base_dir, release, names):
     return out
 
 
+def _mode(path):
+    try:
+        return oct(os.stat(path).st_mode & 0o777)
+    except OSError:
+        return "0644"
+
+
 def _meta_text(manifest, keys):
     return "".join(f"{k}: {json.dumps(manifest.get(k), sort_keys=True)}\n" for k in sorted(keys))
 
@@ -180,12 +188,16 @@ def diff(base_dir, current, files, meta_keys=None, manifest=None, after_label="n
         cur_manifest = (read_manifest(base_dir, current) or {}) if current else {}
         before["manifest"] = _meta_text(cur_manifest, meta_keys) if current else ""
         after.append({"name": "manifest", "content": _meta_text(manifest, meta_keys)})
+    def shown(f, text):
+        # A private (0600) file is shown with the values of secret-named variables hidden.
+        return redact_env_text(text) if str(f.get("mode", "")).endswith("600") else text
+
     return [
         {
             "before_header": f"current/{f['name']}" if current else "(no release)",
             "after_header": f"{after_label}/{f['name']}",
-            "before": before.get(f["name"], ""),
-            "after": f["content"],
+            "before": shown(f, before.get(f["name"], "")),
+            "after": shown(f, f["content"]),
         }
         for f in after
         if before.get(f["name"], "") != f["content"]
@@ -256,8 +268,8 @@ def activate(base_dir, release, check_mode=False):
               "created": False, "changed": current != release, "manifest": manifest}
     if result["changed"] and current:
         names = sorted(manifest.get("files", {}))
-        target = [{"name": n, "content": c} for n, c in
-                  _release_files(base_dir, release, names).items()]
+        target = [{"name": n, "content": c, "mode": _mode(os.path.join(_path(base_dir, release), n))}
+                  for n, c in _release_files(base_dir, release, names).items()]
         result["diff"] = diff(base_dir, current, target, META_DIFF_KEYS, manifest, release)
     if not result["changed"] or check_mode:
         return result

@@ -1,5 +1,6 @@
 """What the stand-in reports and how fast it "generates": pure state, no HTTP."""
 
+import contextlib
 import json
 import os
 import threading
@@ -72,6 +73,7 @@ class Engine:
         self.started = time.time()
         self.lock = threading.Lock()
         self.requests = 0
+        self.running = 0
         self.prompt_tokens = 0
         self.generation_tokens = 0
         self.decode_steps = 0
@@ -103,6 +105,10 @@ class Engine:
             ),
         }
 
+    def resolved_args(self):
+        """Every argument as a snake_case field, the way SGLang's resolved_dict() has them."""
+        return {str(k).replace("-", "_"): v for k, v in self.args.items()}
+
     def model_info(self):
         return {
             "model_path": str(self.args["model-path"]),
@@ -132,6 +138,9 @@ class Engine:
             "speculative_algorithm": None,
         }
         info.update(self.speculative())
+        # Like SGLang's /server_info (build_server_info over resolved_dict()): keys included.
+        info["api_key"] = self.args.get("api-key")
+        info["admin_api_key"] = self.args.get("admin-api-key")
         if _legacy_shape(self.knobs.shape):
             info.update(
                 disable_cuda_graph=disable_graph,
@@ -145,7 +154,8 @@ class Engine:
                 "decode": {"backend": "disabled" if disable_graph else "full", "max_bs": max_bs},
                 "prefill": {"backend": "disabled" if disable_graph else "breakable", "max_bs": 1},
             }
-            info["launch_command"] = "python -m sglang.launch_server (stand-in)"
+            # SGLang 0.5.23 records the --config file merged into a command line, keys included.
+            info["launch_command"] = " ".join(f"--{k} {v}" for k, v in self.args.items())
         info.update(self.knobs.resolved)
         info["internal_states"] = [self._internal_state()]
         info["version"] = self.knobs.resolved.get("version", self.knobs.shape)
@@ -182,6 +192,17 @@ class Engine:
             sent += n
             yield ttft + (sent - 1) / self.knobs.tok_s, n
 
+    @contextlib.contextmanager
+    def running_request(self):
+        """Counts a request in flight (sglang:num_running_reqs), for drains to wait on."""
+        with self.lock:
+            self.running += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.running -= 1
+
     def record(self, ttft_s, tokens):
         with self.lock:
             self.ttft_observations.append(ttft_s)
@@ -213,6 +234,8 @@ class Engine:
             f"sglang:prompt_tokens_total{{{labels}}} {self.prompt_tokens}",
             "# TYPE sglang:generation_tokens_total counter",
             f"sglang:generation_tokens_total{{{labels}}} {self.generation_tokens}",
+            "# TYPE sglang:num_running_reqs gauge",
+            f"sglang:num_running_reqs{{{labels}}} {self.running}",
             "# TYPE sglang:num_requests_total counter",
             f"sglang:num_requests_total{{{labels}}} {self.requests}",
             "# TYPE sglang:cuda_graph_passes_total counter",

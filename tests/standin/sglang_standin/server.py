@@ -1,5 +1,6 @@
 """The stand-in's HTTP surface: the SGLang endpoints the deployment reads, stdlib only."""
 
+import hmac
 import json
 import os
 import sys
@@ -7,7 +8,9 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-OPEN_PATHS = {"/health", "/health_generate", "/metrics"}
+# SGLang 0.5.23 (sglang/srt/utils/auth.py, decide_request_auth): probes and metrics are open by
+# prefix; every other endpoint the stand-in serves is NORMAL (api-key when one is set).
+OPEN_PREFIXES = ("/health", "/ready", "/metrics")
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -31,9 +34,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def _authorized(self, path):
         key = self.engine.api_key
-        if not key or path in OPEN_PATHS:
+        if not key or path.startswith(OPEN_PREFIXES):
             return True
-        if self.headers.get("Authorization", "") == f"Bearer {key}":
+        if hmac.compare_digest(self.headers.get("Authorization", ""), f"Bearer {key}"):
             return True
         self._json(401, {"error": "Unauthorized"})
         return False
@@ -90,7 +93,8 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             self._json(400, {"error": {"message": "request body is not a JSON object"}})
             return
-        self._generate(body, chat=path.endswith("chat/completions"))
+        with self.engine.running_request():
+            self._generate(body, chat=path.endswith("chat/completions"))
 
     def _generate(self, body, chat):
         engine = self.engine
@@ -187,6 +191,10 @@ def _sleep_until(deadline):
 def announce(engine):
     """Log what real SGLang logs at start, for what the stand-in reports as resolved."""
     info = engine.server_info()
+    # SGLang 0.5.23 logs the resolved arguments, API keys included
+    # (sglang/srt/entrypoints/engine.py: logger.info(f"server_args=...")); so does the stand-in,
+    # so that a deployment that lets them reach the journal is caught.
+    sys.stderr.write(f"standin: server_args={engine.resolved_args()!r}\n")
     legacy = "cuda_graph_config" not in info
     decode_on = (not info.get("disable_cuda_graph")) if legacy else (
         info["cuda_graph_config"]["decode"]["backend"] != "disabled")

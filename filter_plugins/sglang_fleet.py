@@ -1,0 +1,56 @@
+"""Which host serves which release after a rollout: pure functions over the hosts' answers.
+
+Unit-tested in tests/unit/test_sglang_fleet.py.
+"""
+
+import os
+import sys
+
+from ansible.errors import AnsibleFilterError
+
+# Ansible loads each filter file on its own: make the sibling helper importable.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sglang_filter_errors import own_errors  # noqa: E402
+
+
+def sglang_fleet_outcomes(hosts, hostvars):
+    """{host: what this run did}: failed (and rolled back), deployed, or not reached."""
+    out = {}
+    for host in hosts:
+        facts = hostvars[host]
+        if facts.get("sglang_rollout_failed"):
+            out[host] = "failed in this run"
+        elif facts.get("sglang_release_prepared") is not None:
+            out[host] = "deployed in this run"
+        else:
+            out[host] = "not reached: unchanged"
+    return out
+
+
+def sglang_fleet_table(results, outcomes):
+    """Lines of a table: host, release it serves, status, sglang version, this run."""
+    if not isinstance(results, list) or not isinstance(outcomes, dict):
+        raise AnsibleFilterError("sglang_fleet_table: expected the loop results and outcomes")
+    rows = [("host", "serves release", "status", "sglang", "this run")]
+    for result in results:
+        host = str(result.get("item"))
+        if result.get("failed") or result.get("unreachable"):
+            rows.append((host, "?", "unknown", "?", f"unreadable: {result.get('msg', '')}"[:80]))
+            continue
+        current = result.get("current") or ""
+        release = next((r for r in result.get("releases") or [] if r.get("id") == current), {})
+        rows.append((host, current or "(none)", release.get("status", "-"),
+                     release.get("sglang_version", "-"), outcomes.get(host, "-")))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    # Ids are a per-host timestamp plus the content hash: hosts deployed in different batches
+    # serve the same release content under different ids.
+    contents = {row[1].rsplit("-", 1)[-1] for row in rows[1:] if row[1] not in ("?", "(none)")}
+    lines.insert(0, f"fleet: {len(rows) - 1} hosts serving {len(contents)} release content(s)")
+    return lines
+
+
+class FilterModule:
+    def filters(self):
+        return {"sglang_fleet_outcomes": own_errors(sglang_fleet_outcomes),
+                "sglang_fleet_table": own_errors(sglang_fleet_table)}

@@ -1,0 +1,75 @@
+#!/usr/bin/python
+"""What a running SGLang server resolved (/server_info) and loaded (/model_info), secrets removed."""
+
+DOCUMENTATION = r"""
+module: sglang_server_info
+short_description: Read /server_info and /model_info from SGLang, with its API keys redacted
+description:
+  - Reads C(/server_info) (0.5.6+) or C(/get_server_info) (older) and C(/model_info) or
+    C(/get_model_info), sending the API key when one is given.
+  - SGLang returns its own C(api_key) and C(admin_api_key) in C(/server_info) (0.5.23,
+    C(build_server_info) over C(ServerArgs.resolved_dict())); every field named like a secret
+    and every occurrence of the given key is replaced by C(<redacted>) before anything is
+    returned, so no play output, report or manifest holds it.
+options:
+  url: {description: Base URL of the server., type: str, required: true}
+  api_key: {description: Bearer key of the server., type: str, default: "", no_log: true}
+  admin_api_key: {description: Admin key (only redacted, never sent)., type: str, default: "", no_log: true}
+  timeout: {description: Seconds per request., type: float, default: 30}
+"""
+
+RETURN = r"""
+server_info: {description: The answer of /server_info, redacted., type: dict, returned: always}
+model_info: {description: The answer of /model_info, redacted., type: dict, returned: always}
+endpoints: {description: The paths that answered., type: list, returned: always}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_http import HttpError, request
+from ansible.module_utils.sglang_redact import redact
+
+
+def first_answer(url, paths, api_key, timeout):
+    """(path, JSON body) of the first path that answers 200 with an object."""
+    tried = []
+    for path in paths:
+        status, body = request(url + path, api_key=api_key, timeout=timeout)
+        if status == 200 and isinstance(body, dict):
+            return path, body
+        tried.append(f"{path}: HTTP {status}")
+        if status in (401, 403):
+            break  # the key is wrong or missing: no older path will take it either
+    raise HttpError(f"{url}: no answer ({'; '.join(tried)})"
+                    + ("; set sglang_api_key to the server's key" if "401" in tried[-1]
+                       or "403" in tried[-1] else ""))
+
+
+def read(url, api_key="", admin_api_key="", timeout=30.0):
+    url = url.rstrip("/")
+    secrets = [api_key, admin_api_key]
+    server_path, server = first_answer(url, ["/server_info", "/get_server_info"], api_key, timeout)
+    model_path, model = first_answer(url, ["/model_info", "/get_model_info"], api_key, timeout)
+    return {"server_info": redact(server, secrets), "model_info": redact(model, secrets),
+            "endpoints": [server_path, model_path]}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "url": {"type": "str", "required": True},
+            "api_key": {"type": "str", "default": "", "no_log": True},
+            "admin_api_key": {"type": "str", "default": "", "no_log": True},
+            "timeout": {"type": "float", "default": 30.0},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        result = read(p["url"], p["api_key"], p["admin_api_key"], p["timeout"])
+    except HttpError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

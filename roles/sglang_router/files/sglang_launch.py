@@ -1,0 +1,1 @@
+../../sglang/files/sglang_launch.py

@@ -1,0 +1,1 @@
+../../sglang/library/sglang_pip_check.py

@@ -1,0 +1,63 @@
+"""Inputs the host contradicts are refused with the variable and the fix."""
+
+import pytest
+
+from sglang_inputs import sglang_host_inputs
+
+GPUS = {"present": True, "count": 2, "devices": [{"index": 0}, {"index": 1}]}
+MODEL = {"source": "local", "config_path": "/srv/m/config.json"}
+ARGS = {"model-path": "/srv/m", "tp-size": 2}
+
+
+def _facts(gpus=GPUS, model=MODEL, port=None):
+    return {"gpus": gpus, "model": model, "port": port or {"port": 30000, "listening": False}}
+
+
+@pytest.mark.parametrize("facts, args, env, words", [
+    (_facts(), {**ARGS, "tp-size": 0}, {}, ["tp-size: 0", "1 or more"]),
+    (_facts(), {**ARGS, "tp-size": 4}, {}, ["tp-size: 4 needs 4 GPUs", "shows 2", "lower tp-size"]),
+    (_facts(), ARGS, {"CUDA_VISIBLE_DEVICES": "1"}, ["shows 1", "CUDA_VISIBLE_DEVICES=1"]),
+    (_facts(), ARGS, {"CUDA_VISIBLE_DEVICES": "7"}, ["sglang_env", "GPU 7"]),
+    (_facts(model={"source": None}), ARGS, {}, ["sglang_model_path: '/srv/m' is not a directory"]),
+    (_facts(model={"source": "local", "config_path": None}), ARGS, {},
+     ["sglang_model_path: /srv/m has no config.json"]),
+    (_facts(port={"port": 30000, "listening": True,
+                  "holders": [{"pid": 42, "command": "python3 -m http.server", "unit": None}]}),
+     ARGS, {}, ["sglang_port: 30000 is already held by pid 42 (python3 -m http.server)",
+                "choose another sglang_port"]),
+    (_facts(port={"port": 30000, "listening": True, "uids": [0], "holders": []}), ARGS, {},
+     ["held by a process of uid 0"]),
+    ({**_facts(port={"port": 30000, "listening": True, "uids": [0], "holders": []}),
+      "service": {"active": True, "uid": 999}}, ARGS, {}, ["held by a process of uid 0"]),
+])
+def test_refused(facts, args, env, words):
+    verdict = sglang_host_inputs(facts, args, env, "sglang")
+    assert not verdict["ok"]
+    text = " ".join(verdict["failures"])
+    for word in words:
+        assert word in text
+
+
+@pytest.mark.parametrize("facts, args", [
+    (_facts(), ARGS),
+    (_facts(gpus={"present": False}), {**ARGS, "tp-size": 8}),  # preflight reports no GPU
+    (_facts(model={"source": None}), {**ARGS, "model-path": "Qwen/Qwen3.6-27B"}),  # hub id
+    (_facts(port={"port": 30000, "listening": True,
+                  "holders": [{"pid": 9, "command": "python", "unit": "sglang.service"}]}), ARGS),
+    ({**_facts(port={"port": 30000, "listening": True, "uids": [999], "holders": []}),
+      "service": {"active": True, "uid": 999}}, ARGS),  # holders unreadable: the service's user
+])
+def test_accepted(facts, args):
+    assert sglang_host_inputs(facts, args, {}, "sglang") == {"ok": True, "failures": []}
+
+
+def test_one_model_over_two_nodes_counts_this_nodes_gpus():
+    args = {**ARGS, "tp-size": 4, "nnodes": 2, "node-rank": 1}
+    assert sglang_host_inputs(_facts(), args, {}, "sglang")["ok"]
+    verdict = sglang_host_inputs(_facts(), {**args, "tp-size": 8}, {}, "sglang")
+    assert verdict["failures"] == [
+        "tp-size: 8 needs 4 GPUs on each of its 2 nodes and this host shows 2 "
+        "(CUDA_VISIBLE_DEVICES=unset); lower tp-size in sglang_server_args or deploy to a host "
+        "with more GPUs"]
+    with pytest.raises(Exception, match="tp-size 3 is not a multiple of nnodes 2"):
+        sglang_host_inputs(_facts(), {**args, "tp-size": 3}, {}, "sglang")
