@@ -75,12 +75,17 @@ def test_sigterm_is_forwarded_and_the_exit_code_kept(release):
     assert proc.returncode == 7
 
 
-def test_without_keys_sglang_is_exec_d_directly(release):
-    (release / "secrets.json").write_text("{}")
+@pytest.mark.parametrize("secrets", ["{}", None])
+def test_without_keys_sglang_is_exec_d_directly(release, secrets):
+    if secrets is None:
+        (release / "secrets.json").unlink()  # no key on this host: the role removed the file
+    else:
+        (release / "secrets.json").write_text(secrets)
     proc = _launch(release)
     out = proc.communicate(timeout=30)[0].decode()
     assert proc.returncode == 0
     assert f"--config {release / 'config.yaml'}" in out
+    assert "server_args=" in out and "api-key" not in out
 
 
 @pytest.mark.parametrize("mode, content, message", [

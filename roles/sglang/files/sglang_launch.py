@@ -10,7 +10,8 @@ SGLang reads its API keys only from its command line or its `--config` file, and
 the whole resolved argument dict (keys included) at start-up
 (sglang/srt/entrypoints/engine.py, `logger.info(f"server_args=...")`). So this launcher
 
-1. reads the keys from FILE (JSON, 0600, owned by the service user);
+1. reads the keys from FILE (JSON, 0600, owned by the service user) at each start; without
+   the file it exec's the command unchanged;
 2. replaces `--config C` by `--config DIR/launch.yaml`, a named pipe (0600, in the unit's
    private RuntimeDirectory) through which SGLang reads C's text plus the keys once; the pipe
    is removed as soon as it has been read, so the keys never rest in a file;
@@ -73,7 +74,9 @@ class Redactor:
 
 
 def read_secrets(path):
-    """{"api-key": ..., "admin-api-key": ...} from the service's 0600 file."""
+    """{"api-key": ..., "admin-api-key": ...} from the service's 0600 file; none: {}."""
+    if not os.path.lexists(path):
+        return {}  # the role removes the file when no key is set
     try:
         with open(path, encoding="utf-8") as handle:
             mode = os.fstat(handle.fileno()).st_mode
