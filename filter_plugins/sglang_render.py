@@ -348,9 +348,7 @@ def sglang_multinode(hosts, host, hostvars, port=50000, nccl_env=None):
         raise AnsibleFilterError(
             f"sglang_nodes_group: {host} is not in the group it names ({', '.join(hosts)})")
     port = _port(port, "sglang_dist_init_port")
-    first = hostvars[hosts[0]]
-    address = first.get("sglang_advertise_host") or first.get("ansible_host") or hosts[0]
-    address = f"[{address}]" if ":" in str(address) and not str(address).startswith("[") else address
+    address = sglang_advertised_address(hosts[0], hostvars)
     rank = hosts.index(host)
     return {"nnodes": len(hosts), "node_rank": rank, "rank0": hosts[0], "env": env,
             "args": {"nnodes": len(hosts), "node-rank": rank,
@@ -377,13 +375,25 @@ def sglang_secrets_json(api_key="", admin_api_key=""):
     return json.dumps(secrets, indent=2, sort_keys=True) + "\n"
 
 
+def _bracketed(address):
+    """An address as a URL's host part: IPv6 literals in brackets."""
+    address = str(address)
+    return f"[{address}]" if ":" in address and not address.startswith("[") else address
+
+
+def sglang_advertised_address(host, hostvars):
+    """Where other hosts reach `host`: its sglang_advertise_host, ansible_host or name."""
+    facts = hostvars[host]
+    return _bracketed(facts.get("sglang_advertise_host") or facts.get("ansible_host") or host)
+
+
 def sglang_connect_host(host):
     """Where a client on the host itself reaches a server bound to `host`."""
     if host in ("0.0.0.0", "", None):
         return "127.0.0.1"
     if host in ("::", "[::]"):
         return "[::1]"
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return _bracketed(host)
 
 
 class FilterModule:

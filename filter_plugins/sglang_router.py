@@ -12,7 +12,7 @@ from ansible.errors import AnsibleFilterError
 # Ansible loads each filter file on its own: make the sibling helper importable.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sglang_filter_errors import own_errors  # noqa: E402
-from sglang_render import ARG_NAME, _plain  # noqa: E402
+from sglang_render import ARG_NAME, _plain, sglang_advertised_address  # noqa: E402
 
 # Arguments the role sets from its own variables (or, for the key, through stdin).
 OWNED = {"host": "sglang_router_host", "port": "sglang_router_port",
@@ -24,12 +24,9 @@ SAFE_TOKEN = re.compile(r"^[][A-Za-z0-9_./:@,=+-]+$")
 
 
 def sglang_router_worker_url(host, hostvars):
-    """http://<sglang_advertise_host or the inventory name>:<sglang_port> of a replica."""
-    facts = hostvars[host]
-    address = facts.get("sglang_advertise_host") or facts.get("ansible_host") or host
-    port = facts.get("sglang_port") or 30000
-    address = f"[{address}]" if ":" in str(address) and not str(address).startswith("[") else address
-    return f"http://{address}:{int(port)}"
+    """http://<sglang_advertise_host, ansible_host or the name>:<sglang_port> of a replica."""
+    port = hostvars[host].get("sglang_port") or 30000
+    return f"http://{sglang_advertised_address(host, hostvars)}:{int(port)}"
 
 
 def _token(value, where):

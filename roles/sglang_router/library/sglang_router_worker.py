@@ -98,10 +98,13 @@ def absent(router, worker, api_key, timeout, drain_timeout, check_mode):
     _wait(f"{worker} gone from the router",
           lambda: all(w["url"] != worker for w in workers(router, api_key)) or "still listed",
           timeout)
+    def idle():
+        running = running_requests(worker)
+        return running in (0, None) or f"{running:g} requests running"
+
     drained = True
     try:
-        _wait(f"{worker} drained", lambda: running_requests(worker) in (0, None)
-              or f"{running_requests(worker):g} requests running", drain_timeout)
+        _wait(f"{worker} drained", idle, drain_timeout)
     except RouterError:
         drained = False
     return {"changed": True, "drained": drained}
