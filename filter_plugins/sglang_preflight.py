@@ -6,6 +6,7 @@ nothing SGLang can tell us about itself is written down here.
 """
 
 import ipaddress
+import json
 import os
 import re
 import sys
@@ -17,8 +18,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sglang_filter_errors import own_errors  # noqa: E402
 
 LEVELS = ("required", "auto", "off")
-EXPECT_KEYS = {"decode_cuda_graph", "piecewise_cuda_graph", "custom_all_reduce", "nccl_p2p",
-               "speculative", "tp_size"}
+EXPECT_KEYS = {"decode_cuda_graph", "prefill_cuda_graph", "custom_all_reduce", "nccl_p2p",
+               "speculative", "tp_size", "max_running_requests", "attention_backend"}
+MODEL_CONFIG = "sglang/srt/configs/model_config.py"
 SPEC_KEYS = {"algorithm", "num_steps", "eagle_topk", "num_draft_tokens"}
 # nvidia-smi's codes for a path between two devices.
 NVLINK = re.compile(r"^NV\d+$")
@@ -83,13 +85,24 @@ def nvidia_topology(topo_text, p2p_text=None):
 
 
 # ---- expectations -------------------------------------------------------------------------
+GRAPH_KEYS = ("decode_cuda_graph", "prefill_cuda_graph", "custom_all_reduce", "nccl_p2p")
+# Before SGLang split its graphs per phase the prefill graph was the "piecewise" one.
+ALIASES = {"piecewise_cuda_graph": "prefill_cuda_graph"}
+
+
 def _check_expect(expect):
     expect = dict(expect or {})
+    for old, new in ALIASES.items():
+        if old in expect:
+            if new in expect and expect[new] != expect[old]:
+                raise AnsibleFilterError(
+                    f"sglang_expect: {old} is the old name of {new}; set only {new}")
+            expect[new] = expect.pop(old)
     unknown = sorted(set(expect) - EXPECT_KEYS)
     if unknown:
         raise AnsibleFilterError(
             f"sglang_expect: unknown keys {unknown}; allowed: {sorted(EXPECT_KEYS)}")
-    for key in ("decode_cuda_graph", "piecewise_cuda_graph", "custom_all_reduce", "nccl_p2p"):
+    for key in GRAPH_KEYS:
         value = expect.get(key, "auto")
         if value not in LEVELS:
             raise AnsibleFilterError(
@@ -100,9 +113,15 @@ def _check_expect(expect):
         if not isinstance(spec, dict) or set(spec) - SPEC_KEYS:
             raise AnsibleFilterError(
                 f"sglang_expect.speculative: a mapping of {sorted(SPEC_KEYS)}, got {spec!r}")
-    tp = expect.get("tp_size")
-    if tp is not None and (isinstance(tp, bool) or not isinstance(tp, int) or tp < 1):
-        raise AnsibleFilterError(f"sglang_expect.tp_size: a positive integer, got {tp!r}")
+    for key in ("tp_size", "max_running_requests"):
+        value = expect.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise AnsibleFilterError(f"sglang_expect.{key}: a positive integer, got {value!r}")
+    backend = expect.get("attention_backend")
+    if backend is not None and (not isinstance(backend, str) or not backend):
+        raise AnsibleFilterError(
+            f"sglang_expect.attention_backend: a backend name such as flashinfer, got {backend!r}")
     return expect
 
 
@@ -123,7 +142,11 @@ def _int(args, name, default=None):
 
 
 def _judge(level, on, what):
-    """ok/warn/fail for a setting predicted `on` against the operator's level."""
+    """ok/warn/fail for a setting predicted `on` (None: unknown) against the operator's level."""
+    if on is None:
+        if level == "auto":
+            return "ok", ""
+        return "warn", f"{what} is expected {level} but could not be predicted"
     if level == "required" and not on:
         return "fail", f"{what} is required by sglang_expect but will be off"
     if level == "off" and on:
@@ -133,9 +156,116 @@ def _judge(level, on, what):
     return "ok", ""
 
 
-def _check(setting, expected, predicted, status, reason):
-    return {"setting": setting, "expected": expected, "predicted": predicted,
-            "status": status, "reason": reason}
+def _row(name, expect, predicted, status, evidence):
+    return {"name": name, "expect": expect, "predicted": predicted, "status": status,
+            "evidence": evidence}
+
+
+def _onoff(value):
+    return "unknown" if value is None else ("on" if value else "off")
+
+
+def _architectures(facts):
+    archs = (facts.get("model") or {}).get("architectures")
+    if archs is None:
+        return []
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise AnsibleFilterError(
+            f"the model's config.json: architectures must be a list of names, got {archs!r}")
+    return archs
+
+
+# ---- what SGLang resolved, or what the sources let us read --------------------------------
+def _site(change):
+    where = f"{change.get('file')}:{change.get('line')}" if change.get("file") else "no write traced"
+    return f"{where} {change.get('function') or ''}".strip()
+
+
+def _changed(resolution, *fields):
+    """The traced changes of these fields (dotted names), as evidence text."""
+    out = []
+    for change in resolution.get("changes") or []:
+        if change.get("field") in fields:
+            out.append(f"{change['field']} {change.get('asked')!r} -> {change.get('resolved')!r} "
+                       f"({_site(change)})")
+    return out
+
+
+def _logged(resolution, *words):
+    """SGLang's own log lines that mention any of `words`, with file:line."""
+    out = []
+    for record in resolution.get("log") or []:
+        message = record.get("message") or ""
+        if any(w.lower() in message.lower() for w in words):
+            out.append(f"SGLang logged \"{message}\" ({record.get('file')}:{record.get('line')})")
+    return out
+
+
+def resolved_view(resolved):
+    """The rows' values from SGLang's resolved fields (any 0.5.x shape)."""
+    from sglang_verify import sglang_effective
+
+    effective = sglang_effective(resolved)
+    prefill = effective.get("prefill_cuda_graph")
+    return {
+        "decode_cuda_graph": effective["decode_cuda_graph"] == "on",
+        "prefill_cuda_graph": None if prefill is None else prefill == "on",
+        "speculative": effective.get("speculative"),
+        "tp_size": resolved.get("tp_size"),
+        "max_running_requests": resolved.get("max_running_requests"),
+        "attention_backend": resolved.get("attention_backend"),
+        "cuda_graph_max_bs_decode": effective.get("decode_max_bs"),
+        "custom_all_reduce": not resolved.get("disable_custom_all_reduce", False),
+    }
+
+
+def _graph_config(args):
+    config = args.get("cuda-graph-config")
+    if isinstance(config, str):
+        try:
+            config = json.loads(config)
+        except ValueError:
+            config = None
+    return config if isinstance(config, dict) else {}
+
+
+def _phase_off(args, phase):
+    """The release's own switches that turn a phase's graph off (any 0.5.x spelling)."""
+    flags = ["disable-cuda-graph", f"disable-{phase}-cuda-graph"]
+    if phase == "prefill":
+        flags.append("disable-piecewise-cuda-graph")
+    for flag in flags:
+        if _truthy(args.get(flag)):
+            return f"--{flag} is set in the release"
+    if str(args.get(f"cuda-graph-backend-{phase}", "")).lower() == "disabled":
+        return f"--cuda-graph-backend-{phase} disabled is set in the release"
+    backend = (_graph_config(args).get(phase) or {}).get("backend")
+    if str(backend).lower() == "disabled":
+        return f"--cuda-graph-config sets {phase}.backend disabled"
+    return None
+
+
+def source_view(args):
+    """What the arguments alone say (SGLang did not resolve): None where only SGLang knows."""
+    decode_off = _phase_off(args, "decode")
+    prefill_off = _phase_off(args, "prefill")
+    algo = args.get("speculative-algorithm")
+    spec = None
+    if algo:
+        spec = {"algorithm": str(algo).upper(), "num_steps": _int(args, "speculative-num-steps"),
+                "eagle_topk": _int(args, "speculative-eagle-topk"),
+                "num_draft_tokens": _int(args, "speculative-num-draft-tokens")}
+    return {
+        "decode_cuda_graph": False if decode_off else True,
+        "prefill_cuda_graph": False if prefill_off else None,
+        "speculative": spec,
+        "tp_size": _int(args, "tp-size", 1) or 1,
+        "max_running_requests": _int(args, "max-running-requests"),
+        "attention_backend": args.get("attention-backend"),
+        "cuda_graph_max_bs_decode": _int(args, "cuda-graph-max-bs-decode",
+                                         args.get("cuda-graph-max-bs")),
+        "custom_all_reduce": not _truthy(args.get("disable-custom-all-reduce")),
+    }
 
 
 # ---- the verdict --------------------------------------------------------------------------
@@ -168,60 +298,213 @@ def local_tp(args):
     return tp // nnodes
 
 
-def _speculative(args):
-    algo = args.get("speculative-algorithm")
-    if not algo:
-        return None
-    steps = _int(args, "speculative-num-steps")
-    topk = _int(args, "speculative-eagle-topk")
-    drafts = _int(args, "speculative-num-draft-tokens")
-    return {
-        # SGLang resolves the NEXTN alias to EAGLE and reports EAGLE in /server_info.
-        "algorithm": "EAGLE" if str(algo).upper() == "NEXTN" else str(algo).upper(),
-        "num_steps": steps,
-        "eagle_topk": topk,
-        "num_draft_tokens": drafts,
-    }
+class Verdict:
+    """One run of the checks: the inputs, and one method per row."""
 
+    def __init__(self, facts, args, env, expect, resolution, import_must_work):
+        self.facts, self.args, self.env, self.expect = facts, args, env, expect
+        self.version = facts.get("sglang_version") or "unknown"
+        self.gpus = facts.get("gpus") or {}
+        self.archs = _architectures(facts)
+        self.resolution = resolution if isinstance(resolution, dict) else {}
+        self.error = self.resolution.get("error") if self.resolution.get("ran") else None
+        self.by_sglang = bool(self.resolution.get("ran")) and not self.error and \
+            isinstance(self.resolution.get("resolved"), dict)
+        if self.resolution.get("sglang_version"):
+            self.version = self.resolution["sglang_version"]
+        self.view = resolved_view(self.resolution["resolved"]) if self.by_sglang \
+            else source_view(args)
+        self.import_must_work = import_must_work
+        self.total_tp = self.view["tp_size"] or _int(args, "tp-size", 1) or 1
+        self.tp = local_tp({**args, "tp-size": self.total_tp})
+        self.tp_gpus, self.tp_why = _tp_gpus(facts, env, self.tp) if self.gpus.get("present") \
+            else (None, None)
 
-def _prefill_graph(facts, args, version):
-    """(on, reason) for the piecewise / prefill CUDA graph."""
-    bl = facts.get("piecewise_blacklist") or {}
-    archs = (facts.get("model") or {}).get("architectures") or []
-    if _truthy(args.get("disable-piecewise-cuda-graph")) or _truthy(args.get("disable-cuda-graph")):
-        flag = "disable-piecewise-cuda-graph" if args.get("disable-piecewise-cuda-graph") else \
-            "disable-cuda-graph"
-        return False, f"--{flag} is set in the release"
-    if not archs:
-        return True, ("the model's architectures are unknown (no config.json found): "
-                      "the architecture blacklist cannot be checked")
-    if not bl.get("defined_in"):
-        return True, (f"sglang {version} has no piecewise_cuda_graph_disabled_model_archs: "
-                      "no architecture rule applies")
-    hits = [a for a in archs if a in bl.get("archs", [])]
-    where = f"sglang {version}, {bl['defined_in']}"
-    if not hits:
-        return True, f"{', '.join(archs)} is not in piecewise_cuda_graph_disabled_model_archs ({where})"
-    if not bl.get("consulted"):
-        return True, (f"{', '.join(hits)} is in piecewise_cuda_graph_disabled_model_archs ({where}) "
-                      f"but the list is dead code in sglang {version}: nothing outside its "
-                      "definition reads it, so it disables nothing")
-    readers = "; ".join(bl.get("consulted_in") or [])
-    return False, (f"{', '.join(hits)} is in piecewise_cuda_graph_disabled_model_archs ({where}), "
-                   f"read by {readers}: the prefill graph will be disabled")
+    @property
+    def how(self):
+        if self.by_sglang:
+            return f"resolved by sglang {self.version}"
+        return "read from the arguments (SGLang did not resolve)"
 
+    def resolution_row(self):
+        res = self.resolution
+        if self.by_sglang:
+            sandbox = (res.get("sandbox") or {}).get("how") or "unsandboxed"
+            stubbed = "; ".join(f"{name} replaced by an inert module ({why[:120]})"
+                                for name, why in (res.get("stubbed") or {}).items())
+            return _row("resolution", "sglang", "sglang", "ok",
+                        f"{res.get('entry')} in {res.get('elapsed_s')} s, {sandbox}"
+                        + (f"; no NVIDIA driver here: {stubbed}" if stubbed else ""))
+        if self.error:
+            err = self.error
+            return _row("resolution", "sglang", "startup error", "fail",
+                        f"SGLang raised {err.get('type')} at {err.get('file')}:{err.get('line')} "
+                        f"({err.get('function')}) while it {err.get('stage') or 'resolved'}d "
+                        f"the release: {err.get('message')}. The server would not start: change "
+                        "the arguments it names (sglang_server_args or the profile)")
+        reason = res.get("reason") or "sglang_resolve did not run"
+        if self.import_must_work and (res.get("import_error") or "could not be imported" in reason):
+            return _row("resolution", "sglang", "import error", "fail",
+                        f"{reason}: the server would fail the same way; repair the ml-env "
+                        "(sglang_version, sglang_pip_extra_packages)")
+        return _row("resolution", "sglang", "source", "warn",
+                    f"SGLang did not resolve the release ({reason}); predictions below come "
+                    "from the arguments and the sources, and rules only SGLang can evaluate "
+                    "are marked unknown")
 
-def _sibling_notes(facts, args):
-    """Other silent rules beside the architecture rule whose flag the release sets."""
-    notes = []
-    for rule in (facts.get("piecewise_blacklist") or {}).get("sibling_rules") or []:
-        cond = rule["condition"]
-        if "piecewise_cuda_graph_disabled_model" in cond:
-            continue
-        match = re.fullmatch(r"self\.(\w+)(?: is not None)?", cond)
-        if match and args.get(match.group(1).replace("_", "-")) not in (None, False, "", 0):
-            notes.append(f"{cond} ({rule['where']}) holds for this release")
-    return notes
+    def tp_row(self):
+        total, expect = self.total_tp, self.expect.get("tp_size")
+        per_node = "" if self.tp == total else f" ({self.tp} on this node)"
+        if expect and expect != total:
+            return _row("tp_size", expect, total, "fail", f"the release resolves to tp size {total}")
+        if not self.gpus.get("present"):
+            return _row("tp_size", expect or total, total, "warn",
+                        f"no GPU to check it against: {self.gpus.get('reason') or 'no GPU facts'}")
+        if self.tp_why:
+            return _row("tp_size", total, total, "fail", self.tp_why)
+        if self.tp > len(self.tp_gpus):
+            return _row("tp_size", total, total, "fail",
+                        f"--tp-size {total} needs {self.tp} GPUs{per_node}; this release sees "
+                        f"{len(self.tp_gpus)} (CUDA_VISIBLE_DEVICES="
+                        f"{self.env.get('CUDA_VISIBLE_DEVICES', 'unset')}): "
+                        "lower tp-size or make more GPUs visible")
+        return _row("tp_size", expect or total, total, "ok",
+                    f"GPUs {self.tp_gpus[:self.tp]} of {self.gpus.get('count')}{per_node}")
+
+    def decode_row(self):
+        on, level = self.view["decode_cuda_graph"], self.expect["decode_cuda_graph"]
+        status, why = _judge(level, on, "the decode CUDA graph")
+        max_bs = self.view["cuda_graph_max_bs_decode"]
+        if self.by_sglang:
+            evidence = _changed(self.resolution, "cuda_graph_config.decode.backend",
+                                "cuda_graph_config.decode.max_bs", "disable_cuda_graph",
+                                "cuda_graph_max_bs") + _logged(self.resolution, "decode cuda graph")
+            detail = (f"{self.how}: decode graph {_onoff(on)}, max batch size {max_bs}"
+                      + (f"; {'; '.join(evidence)}" if evidence else ""))
+        else:
+            off = _phase_off(self.args, "decode")
+            detail = off or (f"no switch in the release turns it off; captured up to batch "
+                             f"size {max_bs or 'of sglang ' + self.version + ' default'}")
+        return _row("decode_cuda_graph", level, _onoff(on), status,
+                    "; ".join(filter(None, [why, detail])))
+
+    def prefill_row(self):
+        on, level = self.view["prefill_cuda_graph"], self.expect["prefill_cuda_graph"]
+        status, why = _judge(level, on, "the prefill (piecewise) CUDA graph")
+        arch = self._arch_evidence()
+        if self.by_sglang:
+            evidence = _changed(self.resolution, "cuda_graph_config.prefill.backend",
+                                "disable_piecewise_cuda_graph", "enable_piecewise_cuda_graph") \
+                + _logged(self.resolution, "prefill cuda graph", "piecewise cuda graph",
+                          "breakable cuda graph")
+            backend = (self.resolution["resolved"].get("cuda_graph_config") or {}).get(
+                "prefill", {}).get("backend") if isinstance(
+                    self.resolution["resolved"].get("cuda_graph_config"), dict) else None
+            detail = (f"{self.how}: prefill graph {_onoff(on)}"
+                      + (f" (backend {backend})" if backend else "")
+                      + (f"; {'; '.join(evidence)}" if evidence else "")
+                      + (f"; source evidence: {arch}" if arch else ""))
+        else:
+            off = _phase_off(self.args, "prefill")
+            if off:
+                detail = off
+            else:
+                on, detail = self._prefill_from_source(arch)
+                status, why = _judge(level, on, "the prefill (piecewise) CUDA graph")
+                if on is None and status == "ok":
+                    status = "warn"
+        return _row("prefill_cuda_graph", level, _onoff(on), status,
+                    "; ".join(filter(None, [why, detail])))
+
+    def _arch_evidence(self):
+        bl = self.facts.get("piecewise_blacklist") or {}
+        if not bl.get("defined_in") or not self.archs:
+            return ""
+        hits = [a for a in self.archs if a in bl.get("archs", [])]
+        where = f"sglang {self.version}, {bl['defined_in']}"
+        if not hits:
+            return f"{', '.join(self.archs)} is not in piecewise_cuda_graph_disabled_model_archs ({where})"
+        if not bl.get("consulted"):
+            return (f"{', '.join(hits)} is in piecewise_cuda_graph_disabled_model_archs ({where}) "
+                    f"but the list is dead code in sglang {self.version}: nothing outside its "
+                    "definition reads it")
+        return (f"{', '.join(hits)} is in piecewise_cuda_graph_disabled_model_archs ({where}), "
+                f"read by {'; '.join(bl.get('consulted_in') or [])}")
+
+    def _prefill_from_source(self, arch):
+        """(on or None, evidence) from the sources alone: only a consulted hit is certain."""
+        bl = self.facts.get("piecewise_blacklist") or {}
+        if not self.archs:
+            return None, ("could not read: the model's architectures are unknown (no "
+                          "config.json found), so the architecture list cannot be checked")
+        if not bl.get("defined_in"):
+            return None, (f"could not read: no piecewise_cuda_graph_disabled_model_archs found "
+                          f"in sglang {self.version}'s {MODEL_CONFIG} (renamed, moved or built "
+                          "dynamically); only SGLang's resolution can say")
+        rules = [f"{r['condition']} ({r['where']})" for r in bl.get("sibling_rules") or []
+                 if "piecewise_cuda_graph_disabled_model" not in r["condition"]]
+        unread = (f"; rules beside it that only SGLang can evaluate: {'; '.join(rules)}"
+                  if rules else "")
+        if bl.get("consulted") and any(a in bl.get("archs", []) for a in self.archs):
+            return False, f"{arch}: the prefill graph will be disabled"
+        return None, (f"could not read every rule: {arch}; whether other rules (multimodal "
+                      f"models, backends, parallelism) disable it is decided by SGLang's "
+                      f"resolution{unread}")
+
+    def speculative_row(self):
+        predicted, wanted = self.view["speculative"], self.expect.get("speculative")
+        if wanted is None and not predicted:
+            return None
+        diffs = [f"{k}: expected {wanted[k]}, {'resolved' if self.by_sglang else 'release has'} "
+                 f"{(predicted or {}).get(k)}" for k in sorted(wanted or {})
+                 if str(wanted[k]).upper() != str((predicted or {}).get(k)).upper()]
+        if self.by_sglang:
+            detail = "; ".join(_changed(self.resolution, "speculative_algorithm",
+                                        "speculative_num_steps", "speculative_eagle_topk",
+                                        "speculative_num_draft_tokens")) or self.how
+        else:
+            detail = "as rendered (SGLang maps aliases such as NEXTN when it resolves)"
+        return _row("speculative", wanted, predicted, "fail" if diffs else "ok",
+                    "; ".join(diffs) or detail)
+
+    def value_row(self, name, flag, what):
+        """max_running_requests / attention_backend: the resolved value and who set it."""
+        value, wanted = self.view[name], self.expect.get(name)
+        if wanted is not None and self.by_sglang and value != wanted:
+            return _row(name, wanted, value, "fail",
+                        f"sglang_expect.{name} is {wanted!r}, SGLang resolves {value!r}: set "
+                        f"{flag} in sglang_server_args or change the expectation; "
+                        + "; ".join(_changed(self.resolution, name)))
+        if self.by_sglang:
+            changed = _changed(self.resolution, name)
+            detail = "; ".join(changed) if changed else f"{what} as asked ({self.how})"
+            return _row(name, wanted, value, "ok", detail)
+        status = "warn" if wanted is not None and value != wanted else "ok"
+        return _row(name, wanted, value if value is not None else "unknown", status,
+                    f"{flag} {value}" if value is not None else
+                    f"{flag} unset: SGLang decides at start, and did not resolve here")
+
+    def flags_row(self, args_check):
+        unknown, counted = None, None
+        if self.resolution.get("known_flags") and (self.by_sglang or self.error):
+            unknown, counted = self.resolution.get("unknown_flags") or [], self.resolution["known_flags"]
+        elif args_check and args_check.get("checked"):
+            unknown, counted = args_check.get("unknown") or [], args_check.get("known_count")
+        elif args_check:
+            return _row("flags", "known", "unchecked", "warn",
+                        f"the installed parser could not run: {args_check.get('reason')}")
+        else:
+            return None
+        if not unknown:
+            return _row("flags", "known", "known", "ok",
+                        f"all known to sglang {self.version}'s parser ({counted} options)")
+        parts = []
+        for item in unknown:
+            near = ", ".join(f"--{s}" for s in item.get("suggestions") or []) or "no close match"
+            parts.append(f"--{item['name']} (nearest: {near})")
+        return _row("flags", "known", "unknown", "fail",
+                    f"sglang {self.version}'s parser does not know {'; '.join(parts)}: rename or "
+                    "remove them in sglang_server_args or the profile")
 
 
 def _loopback(host):
@@ -237,137 +520,86 @@ def _loopback(host):
 def _exposure(args, api_key_set):
     host = args.get("host", "127.0.0.1")
     if _loopback(host):
-        return _check("exposure", "loopback or key", f"bound to {host}", "ok",
-                      "only clients on this host can reach it")
+        return _row("exposure", "loopback or key", f"bound to {host}", "ok",
+                    "only clients on this host can reach it")
     if api_key_set:
-        return _check("exposure", "loopback or key", f"bound to {host}", "ok",
-                      "reachable from the network; every request needs the API key")
-    return _check("exposure", "loopback or key", f"bound to {host}", "warn",
-                  f"sglang_host {host} serves the network without an API key: set "
-                  "sglang_api_key or bind sglang_host to 127.0.0.1")
+        return _row("exposure", "loopback or key", f"bound to {host}", "ok",
+                    "reachable from the network; every request needs the API key")
+    return _row("exposure", "loopback or key", f"bound to {host}", "warn",
+                f"sglang_host {host} serves the network without an API key: set "
+                "sglang_api_key or bind sglang_host to 127.0.0.1")
 
 
-def sglang_preflight(facts, args, env=None, expect=None, strict=False, args_check=None,
-                     api_key_set=False):
-    """{ok, checks: [{setting, expected, predicted, status, reason}], failures, warnings}.
+def sglang_preflight(facts, args, env=None, expect=None, strict=False, resolution=None,
+                     api_key_set=False, args_check=None, import_must_work=False):
+    """The verdict: {sglang_version, resolved_by, startup_error, resolved, changes, rows, ok,
+    failures, warnings}; rows are {name, expect, predicted, status, evidence}.
 
-    `args_check` is what sglang_args_check returned (the installed parser's verdict on the
-    release's arguments), when it ran. `api_key_set` says whether the server requires a key.
+    `resolution` is what sglang_resolve returned: when SGLang resolved the release, every row
+    comes from its resolved values, with the traced changes and its log lines as evidence;
+    otherwise from the arguments and the sources (`facts`), and what only SGLang can decide is
+    "unknown". `args_check` (sglang_args_check) is the flag check when resolution could not
+    run. `import_must_work`: the release runs sglang.launch_server, so an ml-env that cannot
+    import sglang fails (the server would fail the same way).
     """
     if not isinstance(facts, dict) or not isinstance(args, dict):
         raise AnsibleFilterError("sglang_preflight: facts and args must be mappings")
     env = dict(env or {})
     expect = _check_expect(expect)
-    version = facts.get("sglang_version") or "unknown"
-    gpus = facts.get("gpus") or {}
-    checks = []
-
-    # tp size against the GPUs this release can see (one model over several nodes: the
-    # expectation is on the total, the GPUs hold this node's share of the ranks)
-    total = _int(args, "tp-size", 1) or 1
-    tp = local_tp(args)
-    per_node = "" if tp == total else f" ({tp} on this node)"
-    tp_gpus, why = _tp_gpus(facts, env, tp) if gpus.get("present") else (None, None)
-    if expect.get("tp_size") and expect["tp_size"] != total:
-        checks.append(_check("tp_size", expect["tp_size"], total, "fail",
-                             f"the release sets --tp-size {total}"))
-    elif not gpus.get("present"):
-        checks.append(_check("tp_size", expect.get("tp_size", total), total, "warn",
-                             f"no GPU to check it against: {gpus.get('reason') or 'no GPU facts'}"))
-    elif why:
-        checks.append(_check("tp_size", total, total, "fail", why))
-    elif tp > len(tp_gpus):
-        checks.append(_check("tp_size", total, total, "fail",
-                             f"--tp-size {total} needs {tp} GPUs{per_node}; this release sees "
-                             f"{len(tp_gpus)} (CUDA_VISIBLE_DEVICES="
-                             f"{env.get('CUDA_VISIBLE_DEVICES', 'unset')}): "
-                             "lower tp-size or make more GPUs visible"))
-    else:
-        checks.append(_check("tp_size", expect.get("tp_size", total), total, "ok",
-                             f"GPUs {tp_gpus[:tp]} of {gpus.get('count')}{per_node}"))
-
-    # decode CUDA graph
-    decode_on = not _truthy(args.get("disable-cuda-graph"))
-    max_bs = args.get("cuda-graph-max-bs-decode", args.get("cuda-graph-max-bs"))
-    status, why = _judge(expect["decode_cuda_graph"], decode_on, "the decode CUDA graph")
-    reason = why or ("--disable-cuda-graph is set in the release" if not decode_on else
-                     f"captured up to batch size {max_bs}" if max_bs else
-                     f"captured up to sglang {version}'s default batch size")
-    checks.append(_check("decode_cuda_graph", expect["decode_cuda_graph"],
-                         "on" if decode_on else "off", status, reason))
-
-    # piecewise / prefill CUDA graph
-    prefill_on, why_prefill = _prefill_graph(facts, args, version)
-    status, why = _judge(expect["piecewise_cuda_graph"], prefill_on, "the piecewise/prefill CUDA graph")
-    notes = _sibling_notes(facts, args)
-    reason = "; ".join(filter(None, [why, why_prefill] + (
-        [f"other rules in the same function may disable it too: {'; '.join(notes)}"] if notes else [])))
-    if notes and status == "ok" and prefill_on:
-        status = "warn"
-    checks.append(_check("piecewise_cuda_graph", expect["piecewise_cuda_graph"],
-                         "on" if prefill_on else "off", status, reason))
-
-    # topology: custom all-reduce and NCCL P2P between the TP GPUs
-    checks += _topology_checks(facts, args, env, expect, tp, tp_gpus)
-
-    # speculative decoding
-    predicted = _speculative(args)
-    wanted = expect.get("speculative")
-    if wanted is not None or predicted:
-        diffs = [f"{k}: expected {wanted[k]}, release has {(predicted or {}).get(k)}"
-                 for k in sorted(wanted or {})
-                 if str(wanted[k]).upper() != str((predicted or {}).get(k)).upper()]
-        status = "fail" if diffs else "ok"
-        reason = "; ".join(diffs) if diffs else (
-            "NEXTN resolves to EAGLE" if predicted and
-            str(args.get("speculative-algorithm")).upper() == "NEXTN" else "as rendered")
-        checks.append(_check("speculative", wanted, predicted, status, reason))
-
-    if args_check:
-        checks.append(_flags_check(args_check, version))
-    checks.append(_exposure(args, bool(api_key_set)))
-
+    v = Verdict(facts, args, env, expect, resolution, import_must_work)
+    rows = [v.resolution_row(), v.tp_row(), v.decode_row(), v.prefill_row(),
+            *_topology_checks(facts, args, env, expect, v.tp, v.tp_gpus,
+                              v.view["custom_all_reduce"]),
+            v.speculative_row(),
+            v.value_row("max_running_requests", "--max-running-requests", "the cap"),
+            v.value_row("attention_backend", "--attention-backend", "the backend"),
+            v.flags_row(args_check), _exposure(args, bool(api_key_set))]
+    rows = [r for r in rows if r]
     if strict:
-        for check in checks:
-            if check["status"] == "warn":
-                check["status"] = "fail"
-                check["reason"] += " (strict: warnings fail)"
-    failures = [c for c in checks if c["status"] == "fail"]
-    warnings = [c for c in checks if c["status"] == "warn"]
-    return {"ok": not failures, "sglang_version": version, "checks": checks,
-            "failures": [f"{c['setting']}: {c['reason']}" for c in failures],
-            "warnings": [f"{c['setting']}: {c['reason']}" for c in warnings]}
+        for row in rows:
+            if row["status"] == "warn":
+                row["status"] = "fail"
+                row["evidence"] += " (strict: warnings fail)"
+    failures = [r for r in rows if r["status"] == "fail"]
+    warnings = [r for r in rows if r["status"] == "warn"]
+    error = v.error
+    return {
+        "sglang_version": v.version,
+        "resolved_by": "sglang" if v.by_sglang else "source",
+        "startup_error": {k: error.get(k) for k in ("type", "message", "file", "line")}
+        if error else None,
+        "resolved": v.view,
+        "changes": [{k: c.get(k) for k in ("field", "asked", "resolved", "file", "line",
+                                          "function")}
+                    for c in (v.resolution.get("changes") or []) if v.by_sglang],
+        "rows": rows,
+        "ok": not failures,
+        "failures": [f"{r['name']}: {r['evidence']}" for r in failures],
+        "warnings": [f"{r['name']}: {r['evidence']}" for r in warnings],
+    }
 
 
-def _flags_check(result, version):
-    if not result.get("checked"):
-        return _check("flags", "known", "unchecked", "warn",
-                      f"the installed parser could not run: {result.get('reason')}")
-    unknown = result.get("unknown") or []
-    if not unknown:
-        return _check("flags", "known", "known", "ok",
-                      f"all known to sglang {version}'s parser ({result.get('known_count')} options)")
-    parts = []
-    for item in unknown:
-        near = ", ".join(f"--{s}" for s in item.get("suggestions") or []) or "no close match"
-        parts.append(f"--{item['name']} (nearest: {near})")
-    return _check("flags", "known", "unknown", "fail",
-                  f"sglang {version}'s parser does not know {'; '.join(parts)}: rename or remove "
-                  "them in sglang_server_args or the profile")
+def _topology(gpus):
+    """{links, p2p} from nvidia-smi's matrices, or from a description's `links` (what-if)."""
+    if gpus.get("topology_text"):
+        return nvidia_topology(gpus["topology_text"], gpus.get("p2p_text"))
+    if isinstance(gpus.get("links"), dict):
+        return {"links": gpus["links"], "p2p": gpus.get("p2p") or {}}
+    return None
 
 
-def _topology_checks(facts, args, env, expect, tp, tp_gpus):
+def _topology_checks(facts, args, env, expect, tp, tp_gpus, car_on):
+    """Custom all-reduce (as SGLang resolved it, then what the links allow) and NCCL P2P."""
     gpus = facts.get("gpus") or {}
-    car_on = not _truthy(args.get("disable-custom-all-reduce"))
     if tp < 2:
-        return [_check("custom_all_reduce", expect["custom_all_reduce"], "unused", "ok",
-                       "tp-size 1: no all-reduce")]
-    if not gpus.get("present") or not gpus.get("topology_text"):
+        return [_row("custom_all_reduce", expect["custom_all_reduce"], "unused", "ok",
+                     "tp-size 1: no all-reduce")]
+    topo = _topology(gpus) if gpus.get("present") else None
+    if topo is None:
         reason = f"no topology to check: {gpus.get('reason') or 'nvidia-smi topo printed nothing'}"
-        return [_check("custom_all_reduce", expect["custom_all_reduce"],
-                       "on" if car_on else "off", "warn", reason),
-                _check("nccl_p2p", expect["nccl_p2p"], "unknown", "warn", reason)]
-    topo = nvidia_topology(gpus["topology_text"], gpus.get("p2p_text"))
+        return [_row("custom_all_reduce", expect["custom_all_reduce"],
+                     "on" if car_on else "off", "warn", reason),
+                _row("nccl_p2p", expect["nccl_p2p"], "unknown", "warn", reason)]
     used = (tp_gpus or [])[:tp]
     pairs = [f"{a}-{b}" for i, a in enumerate(sorted(used)) for b in sorted(used)[i + 1:]]
     links = {p: topo["links"].get(p, "?") for p in pairs}
@@ -383,10 +615,10 @@ def _topology_checks(facts, args, env, expect, tp, tp_gpus):
     p2p_check = _truthy(args.get("enable-p2p-check"))
     if not car_on:
         status, why = _judge(expect["custom_all_reduce"], False, "custom all-reduce")
-        checks.append(_check("custom_all_reduce", expect["custom_all_reduce"], "off",
-                             status or "ok", why or "--disable-custom-all-reduce is set"))
+        checks.append(_row("custom_all_reduce", expect["custom_all_reduce"], "off",
+                           status or "ok", why or "--disable-custom-all-reduce is set"))
     elif no_peer and not p2p_check:
-        checks.append(_check(
+        checks.append(_row(
             "custom_all_reduce", expect["custom_all_reduce"], "crash", "fail",
             f"GPU pairs {', '.join(no_peer)} have no peer access (nvidia-smi topo -p2p r: "
             f"{', '.join(p2p[p] for p in no_peer)}) and custom all-reduce is on without "
@@ -394,22 +626,22 @@ def _topology_checks(facts, args, env, expect, tp, tp_gpus):
             "enable-p2p-check: true (it then falls back) or disable-custom-all-reduce: true"))
     elif no_peer:
         status, why = _judge(expect["custom_all_reduce"], False, "custom all-reduce")
-        checks.append(_check("custom_all_reduce", expect["custom_all_reduce"], "off", status,
+        checks.append(_row("custom_all_reduce", expect["custom_all_reduce"], "off", status,
                              why or "no peer access between the TP GPUs: --enable-p2p-check "
                              "makes SGLang fall back to NCCL"))
     elif not nvlink and len(used) > 2:
         status, why = _judge(expect["custom_all_reduce"], False, "custom all-reduce")
-        checks.append(_check("custom_all_reduce", expect["custom_all_reduce"], "off", status,
+        checks.append(_row("custom_all_reduce", expect["custom_all_reduce"], "off", status,
                              why or f"{len(used)} GPUs joined only by PCIe ({link_text}): "
                              "SGLang keeps custom all-reduce for at most two PCIe GPUs"))
     else:
         status, why = _judge(expect["custom_all_reduce"], True, "custom all-reduce")
-        checks.append(_check("custom_all_reduce", expect["custom_all_reduce"], "on", status,
+        checks.append(_row("custom_all_reduce", expect["custom_all_reduce"], "on", status,
                              why or f"{link_text}"))
 
     # NCCL peer-to-peer
     if p2p_disabled and nvlink:
-        checks.append(_check("nccl_p2p", expect["nccl_p2p"], "off", "fail",
+        checks.append(_row("nccl_p2p", expect["nccl_p2p"], "off", "fail",
                              f"NCCL_P2P_DISABLE=1 while the TP GPUs are joined by NVLink "
                              f"({link_text}): all-reduce goes through host memory and leaves "
                              "NVLink idle. Remove NCCL_P2P_DISABLE from sglang_env / /etc/nccl.conf"))
@@ -418,7 +650,7 @@ def _topology_checks(facts, args, env, expect, tp, tp_gpus):
         status, why = _judge(expect["nccl_p2p"], on, "NCCL P2P")
         reason = why or ("NCCL_P2P_DISABLE=1" if p2p_disabled else
                          f"no peer access on {', '.join(no_peer)}" if no_peer else link_text)
-        checks.append(_check("nccl_p2p", expect["nccl_p2p"], "on" if on else "off", status,
+        checks.append(_row("nccl_p2p", expect["nccl_p2p"], "on" if on else "off", status,
                              reason))
     return checks
 
@@ -431,15 +663,59 @@ def sglang_preflight_table(verdict):
                     f"{value.get('eagle_topk', '-')}/{value.get('num_draft_tokens', '-')}")
         return str(value)
 
-    rows = [("setting", "expected", "predicted", "status", "reason")]
-    for c in verdict["checks"]:
-        rows.append((c["setting"], cell(c["expected"]), cell(c["predicted"]), c["status"].upper(),
-                     c["reason"]))
+    rows = [("row", "expected", "predicted", "status", "evidence")]
+    for r in verdict["rows"]:
+        rows.append((r["name"], cell(r["expect"]), cell(r["predicted"]), r["status"].upper(),
+                     r["evidence"]))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4] for r in rows]
-    head = f"preflight for sglang {verdict['sglang_version']}: " + (
+    how = ("resolved by sglang" if verdict.get("resolved_by") == "sglang"
+           else "read from the sources (not resolved by sglang)")
+    head = f"preflight for sglang {verdict['sglang_version']}, {how}: " + (
         "OK" if verdict["ok"] else f"{len(verdict['failures'])} FAILED")
-    return [head] + lines
+    return [head] + lines + sglang_changes_table(verdict)
+
+
+def _short(value, limit=60):
+    text = json.dumps(value) if not isinstance(value, str) else value
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def sglang_changes_table(verdict):
+    """What SGLang changed silently, with file:line (bookkeeping fields left out)."""
+    changes = [c for c in verdict.get("changes") or [] if not c["field"].startswith("_")]
+    if not changes:
+        return []
+    lines = [f"SGLang changed {len(changes)} fields from what was asked:"]
+    width = max(len(c["field"]) for c in changes)
+    for c in changes:
+        where = f"{c['file']}:{c['line']} {c['function']}" if c.get("file") else "no write traced"
+        lines.append(f"  {c['field'].ljust(width)}  {_short(c['asked'])} -> "
+                     f"{_short(c['resolved'])}  ({where})")
+    return lines
+
+
+def sglang_described_gpus(description):
+    """GPU facts from a description of GPUs that are not here (sglang_gpus): {count, name,
+    memory_mib, compute_capability, link (nvidia-smi's code for every pair, default PHB)}."""
+    if not isinstance(description, dict):
+        raise AnsibleFilterError("sglang_gpus: a mapping {count, name, memory_mib, "
+                                 "compute_capability, link}")
+    count = description.get("count")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise AnsibleFilterError(f"sglang_gpus.count: a positive integer, got {count!r}")
+    link = str(description.get("link") or "PHB")
+    if not (NVLINK.match(link) or link in PCIE):
+        raise AnsibleFilterError(
+            f"sglang_gpus.link: an nvidia-smi topology code (NV4, PIX, PXB, PHB, NODE, SYS), "
+            f"got {link!r}")
+    pairs = [f"{a}-{b}" for a in range(count) for b in range(a + 1, count)]
+    return {
+        "present": True, "described": True, "count": count, "reason": None,
+        "devices": [{"index": i, "name": description.get("name"),
+                     "memory_mib": description.get("memory_mib")} for i in range(count)],
+        "links": {p: link for p in pairs}, "p2p": {},
+    }
 
 
 class FilterModule:
@@ -449,4 +725,6 @@ class FilterModule:
             "sglang_preflight": own_errors(sglang_preflight),
             "sglang_expect_check": own_errors(_check_expect),
             "sglang_preflight_table": own_errors(sglang_preflight_table),
+            "sglang_changes_table": own_errors(sglang_changes_table),
+            "sglang_described_gpus": own_errors(sglang_described_gpus),
         }

@@ -55,7 +55,7 @@ def sglang_effective(info):
         "decode_cuda_graph": "on" if decode_on else "off",
         "decode_backend": decode_backend,
         "decode_max_bs": max_bs,
-        "piecewise_cuda_graph": None if prefill_on is None else ("on" if prefill_on else "off"),
+        "prefill_cuda_graph": None if prefill_on is None else ("on" if prefill_on else "off"),
         "prefill_backend": prefill_backend,
         "speculative": speculative,
         "accept_length": round(sum(accepts) / len(accepts), 3) if accepts else None,
@@ -66,10 +66,12 @@ def sglang_effective(info):
 def sglang_verify(effective, preflight, expect=None):
     """{ok, checks, failures, warnings}: a required setting that did not resolve fails; a
     resolved value that differs from the prediction is reported with both values."""
-    expect = expect or {}
-    predicted = {c["setting"]: c["predicted"] for c in (preflight or {}).get("checks", [])}
+    from sglang_preflight import _check_expect  # one reading of sglang_expect (old names too)
+
+    expect = _check_expect(expect)
+    predicted = {r["name"]: r["predicted"] for r in (preflight or {}).get("rows", [])}
     checks = []
-    for setting in ("decode_cuda_graph", "piecewise_cuda_graph"):
+    for setting in ("decode_cuda_graph", "prefill_cuda_graph"):
         actual = effective.get(setting)
         level = expect.get(setting, "auto")
         status, reason = "ok", f"server resolved {actual}"
@@ -79,7 +81,7 @@ def sglang_verify(effective, preflight, expect=None):
             status, reason = "fail", f"required by sglang_expect, but the server resolved {actual}"
         elif level == "off" and actual != "off":
             status, reason = "fail", f"sglang_expect says off, but the server resolved {actual}"
-        elif setting in predicted and predicted[setting] != actual:
+        elif predicted.get(setting) not in (None, "unknown") and predicted[setting] != actual:
             status = "warn"
             reason = f"preflight predicted {predicted[setting]}, the server resolved {actual}"
         checks.append({"setting": setting, "expected": level, "predicted": predicted.get(setting),
@@ -264,7 +266,7 @@ def sglang_verify_table(verification, evidence=None):
     eff = verification["effective"]
     lines = [f"server resolved (sglang {eff.get('version')}, /server_info shape: {eff['shape']}): "
              f"decode graph {eff['decode_cuda_graph']} ({eff['decode_backend']}, max bs "
-             f"{eff['decode_max_bs']}), prefill graph {eff['piecewise_cuda_graph']} "
+             f"{eff['decode_max_bs']}), prefill graph {eff['prefill_cuda_graph']} "
              f"({eff['prefill_backend']}), tp {eff['tp_size']}, speculative "
              f"{eff['speculative']}, accept length {eff['accept_length']}"]
     for c in verification["checks"]:

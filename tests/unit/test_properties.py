@@ -74,16 +74,20 @@ server_info_like = keyed(["cuda_graph_config", "disable_cuda_graph", "cuda_graph
                           "disable_piecewise_cuda_graph", "enable_piecewise_cuda_graph",
                           "internal_states", "speculative_algorithm", "speculative_num_steps",
                           "tp_size", "version"])
-expect_like = keyed(["decode_cuda_graph", "piecewise_cuda_graph", "custom_all_reduce",
-                     "nccl_p2p", "speculative", "tp_size"])
+expect_like = keyed(["decode_cuda_graph", "prefill_cuda_graph", "piecewise_cuda_graph",
+                     "custom_all_reduce", "nccl_p2p", "speculative", "tp_size",
+                     "max_running_requests", "attention_backend"])
+resolution_like = keyed(["ran", "resolved", "changes", "error", "log", "stubbed", "reason",
+                         "unknown_flags", "known_flags", "sglang_version"])
 
 
 @SETTINGS
 @given(st.one_of(facts_like, json_like), st.dictionaries(st.text(max_size=10), scalars, max_size=6),
-       json_like, st.one_of(expect_like, json_like))
-def test_verdict_never_tracebacks(facts, args, env, expect):
+       json_like, st.one_of(expect_like, json_like), st.one_of(resolution_like, json_like))
+def test_verdict_never_tracebacks(facts, args, env, expect, resolution):
     expect_own_error(lambda: pf.sglang_preflight(facts, args, env if isinstance(env, dict) else {},
-                                                 expect if isinstance(expect, dict) else None))
+                                                 expect if isinstance(expect, dict) else None,
+                                                 resolution=resolution))
 
 
 @SETTINGS
@@ -106,7 +110,7 @@ def test_verdict_over_realistic_facts(args, env, topo):
         assert str(exc)
         return
     assert verdict["ok"] == (not verdict["failures"])
-    assert all(c["status"] in ("ok", "warn", "fail") for c in verdict["checks"])
+    assert all(r["status"] in ("ok", "warn", "fail") for r in verdict["rows"])
     pf.sglang_preflight_table(verdict)
 
 

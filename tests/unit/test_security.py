@@ -104,10 +104,10 @@ def test_exposure_row(host, key, status):
              "model": {}, "piecewise_blacklist": {}}
     verdict = pf.sglang_preflight(facts, {"host": host, "model-path": "/m"}, {}, {}, False,
                                   None, key)
-    row = [c for c in verdict["checks"] if c["setting"] == "exposure"][0]
+    row = [r for r in verdict["rows"] if r["name"] == "exposure"][0]
     assert row["status"] == status
     if status == "warn":
-        assert "sglang_api_key" in row["reason"]
+        assert "sglang_api_key" in row["evidence"]
         strict = pf.sglang_preflight(facts, {"host": host, "model-path": "/m"}, {}, {}, True,
                                      None, key)
         assert not strict["ok"] and any("exposure" in f for f in strict["failures"])

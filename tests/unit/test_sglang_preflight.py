@@ -85,106 +85,163 @@ CONSULTED_0_5_12 = {
 }
 
 
-def by_setting(verdict):
-    return {c["setting"]: c for c in verdict["checks"]}
+def by_name(verdict):
+    return {r["name"]: r for r in verdict["rows"]}
 
 
-def test_reference_deployment_passes():
+def test_reference_deployment_passes_from_the_sources_with_what_only_sglang_knows_unknown():
     verdict = pf.sglang_preflight(facts(), ARGS, {"CUDA_VISIBLE_DEVICES": "0,1"},
-                                  {"piecewise_cuda_graph": "required",
-                                   "speculative": {"algorithm": "EAGLE", "num_steps": 3}})
+                                  {"speculative": {"algorithm": "NEXTN", "num_steps": 3}})
     assert verdict["ok"], verdict["failures"]
-    checks = by_setting(verdict)
-    assert checks["tp_size"]["status"] == "ok"
-    assert checks["piecewise_cuda_graph"]["predicted"] == "on"
-    assert checks["speculative"]["predicted"]["algorithm"] == "EAGLE"
-    assert checks["custom_all_reduce"]["predicted"] == "on"
+    assert verdict["resolved_by"] == "source" and verdict["changes"] == []
+    rows = by_name(verdict)
+    assert rows["tp_size"]["status"] == "ok"
+    assert rows["resolution"]["status"] == "warn"
+    # The architecture list says nothing about the other rules: never "on" from the sources.
+    assert rows["prefill_cuda_graph"]["predicted"] == "unknown"
+    assert rows["prefill_cuda_graph"]["status"] == "warn"
+    assert "could not read every rule" in rows["prefill_cuda_graph"]["evidence"]
+    assert rows["custom_all_reduce"]["predicted"] == "on"
+    assert rows["max_running_requests"]["predicted"] == "unknown"
 
 
 def test_blacklisted_and_consulted_architecture_fails_a_required_prefill_graph():
     f = facts(version="0.5.12", archs=["Qwen3NextForCausalLM"], blacklist=CONSULTED_0_5_12)
-    verdict = pf.sglang_preflight(f, ARGS, {}, {"piecewise_cuda_graph": "required"})
+    verdict = pf.sglang_preflight(f, ARGS, {}, {"prefill_cuda_graph": "required"})
     assert not verdict["ok"]
-    check = by_setting(verdict)["piecewise_cuda_graph"]
-    assert check["status"] == "fail" and check["predicted"] == "off"
+    row = by_name(verdict)["prefill_cuda_graph"]
+    assert row["status"] == "fail" and row["predicted"] == "off"
     assert ("Qwen3NextForCausalLM is in piecewise_cuda_graph_disabled_model_archs (sglang 0.5.12, "
             "sglang/srt/configs/model_config.py:1558), read by sglang/srt/server_args.py:1309 "
             "(ServerArgs._handle_piecewise_cuda_graph): the prefill graph will be disabled"
-            ) in check["reason"]
+            ) in row["evidence"]
+
+
+def test_the_old_expectation_name_still_works():
+    f = facts(version="0.5.12", archs=["Qwen3NextForCausalLM"], blacklist=CONSULTED_0_5_12)
+    old = pf.sglang_preflight(f, ARGS, {}, {"piecewise_cuda_graph": "required"})
+    assert by_name(old)["prefill_cuda_graph"]["status"] == "fail"
+    with pytest.raises(AnsibleFilterError, match="old name of prefill_cuda_graph"):
+        pf.sglang_preflight(f, ARGS, {}, {"piecewise_cuda_graph": "required",
+                                          "prefill_cuda_graph": "off"})
 
 
 def test_same_hit_is_only_a_warning_when_the_operator_says_auto():
     f = facts(version="0.5.12", archs=["Qwen3NextForCausalLM"], blacklist=CONSULTED_0_5_12)
-    check = by_setting(pf.sglang_preflight(f, ARGS))["piecewise_cuda_graph"]
-    assert check["status"] == "warn"
+    assert by_name(pf.sglang_preflight(f, ARGS))["prefill_cuda_graph"]["status"] == "warn"
 
 
-def test_dead_blacklist_is_said_to_be_dead():
+def test_dead_blacklist_is_not_a_prediction_of_on():
     verdict = pf.sglang_preflight(facts(archs=["Qwen3NextForCausalLM"]), ARGS, {},
-                                  {"piecewise_cuda_graph": "required"})
-    check = by_setting(verdict)["piecewise_cuda_graph"]
-    assert check["status"] == "ok" and check["predicted"] == "on"
-    assert "dead code in sglang 0.5.23" in check["reason"]
+                                  {"prefill_cuda_graph": "required"})
+    row = by_name(verdict)["prefill_cuda_graph"]
+    assert row["status"] == "warn" and row["predicted"] == "unknown"
+    assert "dead code in sglang 0.5.23" in row["evidence"]
 
 
-def test_sibling_rule_that_holds_is_reported():
+def test_rules_beside_the_list_are_named_as_unread():
     f = facts(version="0.5.12", blacklist=CONSULTED_0_5_12)
-    check = by_setting(pf.sglang_preflight(f, {**ARGS, "enable-dp-attention": True}))[
-        "piecewise_cuda_graph"]
-    assert check["status"] == "warn"
-    assert "self.enable_dp_attention (sglang/srt/server_args.py:1312)" in check["reason"]
+    row = by_name(pf.sglang_preflight(f, ARGS))["prefill_cuda_graph"]
+    assert row["status"] == "warn"
+    assert "self.enable_dp_attention (sglang/srt/server_args.py:1312)" in row["evidence"]
+
+
+@pytest.mark.parametrize("blacklist, words", [
+    ({"archs": [], "defined_in": None, "consulted": False, "consulted_in": []},
+     "could not read: no piecewise_cuda_graph_disabled_model_archs found"),
+])
+def test_a_list_the_reader_cannot_find_is_a_warning_never_ok(blacklist, words):
+    row = by_name(pf.sglang_preflight(facts(blacklist=blacklist), ARGS))["prefill_cuda_graph"]
+    assert row["status"] == "warn" and row["predicted"] == "unknown" and words in row["evidence"]
+
+
+def test_unknown_architectures_are_a_warning():
+    row = by_name(pf.sglang_preflight(facts(archs=[]), ARGS))["prefill_cuda_graph"]
+    assert row["status"] == "warn" and "architectures are unknown" in row["evidence"]
+
+
+@pytest.mark.parametrize("archs", ["Qwen3NextForCausalLM", 5, [1, 2], {"a": 1}])
+def test_architectures_that_are_not_a_list_of_names_are_refused(archs):
+    f = facts()
+    f["model"]["architectures"] = archs
+    with pytest.raises(AnsibleFilterError, match="architectures must be a list of names"):
+        pf.sglang_preflight(f, ARGS)
+
+
+@pytest.mark.parametrize("extra, phase", [
+    ({"disable-decode-cuda-graph": True}, "decode"),
+    ({"cuda-graph-backend-decode": "disabled"}, "decode"),
+    ({"cuda-graph-config": '{"decode": {"backend": "disabled"}}'}, "decode"),
+    ({"disable-prefill-cuda-graph": True}, "prefill"),
+    ({"cuda-graph-backend-prefill": "disabled"}, "prefill"),
+    ({"cuda-graph-config": {"prefill": {"backend": "disabled"}}}, "prefill"),
+    ({"disable-cuda-graph": True}, "decode"),
+])
+def test_per_phase_switches_are_understood_from_the_sources(extra, phase):
+    expect = {f"{phase}_cuda_graph": "required"}
+    verdict = pf.sglang_preflight(facts(), {**ARGS, **extra}, {}, expect)
+    row = by_name(verdict)[f"{phase}_cuda_graph"]
+    assert (row["predicted"], row["status"]) == ("off", "fail")
+    assert not verdict["ok"]
 
 
 def test_nvlink_with_nccl_p2p_disabled_fails():
     verdict = pf.sglang_preflight(facts(topo="topo-nvlink-nics-tabs.txt"), ARGS,
                                   {"NCCL_P2P_DISABLE": "1"})
-    check = by_setting(verdict)["nccl_p2p"]
-    assert check["status"] == "fail"
-    assert "NVLink" in check["reason"] and "NCCL_P2P_DISABLE" in check["reason"]
+    row = by_name(verdict)["nccl_p2p"]
+    assert row["status"] == "fail"
+    assert "NVLink" in row["evidence"] and "NCCL_P2P_DISABLE" in row["evidence"]
 
 
 def test_nccl_p2p_disable_from_nccl_conf_counts_too():
     f = facts(topo="topo-nvlink-nics-tabs.txt")
     f["nccl_conf"] = {"NCCL_P2P_DISABLE": "1"}
-    assert by_setting(pf.sglang_preflight(f, ARGS))["nccl_p2p"]["status"] == "fail"
+    assert by_name(pf.sglang_preflight(f, ARGS))["nccl_p2p"]["status"] == "fail"
 
 
 def test_no_peer_access_without_p2p_check_fails_with_the_fix():
-    verdict = pf.sglang_preflight(facts(p2p="p2p-a6000-cns.txt"), ARGS)
-    check = by_setting(verdict)["custom_all_reduce"]
-    assert check["status"] == "fail" and check["predicted"] == "crash"
-    assert "sglang#4814" in check["reason"] and "enable-p2p-check: true" in check["reason"]
+    row = by_name(pf.sglang_preflight(facts(p2p="p2p-a6000-cns.txt"), ARGS))["custom_all_reduce"]
+    assert row["status"] == "fail" and row["predicted"] == "crash"
+    assert "sglang#4814" in row["evidence"] and "enable-p2p-check: true" in row["evidence"]
 
 
 def test_no_peer_access_with_p2p_check_falls_back():
     verdict = pf.sglang_preflight(facts(p2p="p2p-a6000-cns.txt"),
                                   {**ARGS, "enable-p2p-check": True})
-    check = by_setting(verdict)["custom_all_reduce"]
-    assert (check["status"], check["predicted"]) == ("warn", "off")
+    row = by_name(verdict)["custom_all_reduce"]
+    assert (row["status"], row["predicted"]) == ("warn", "off")
     assert verdict["ok"]
 
 
 def test_more_than_two_pcie_gpus_turn_custom_all_reduce_off():
     f = facts(topo="topo-4gpu-old-mlx-column.txt", p2p=None, gpus=4)
-    check = by_setting(pf.sglang_preflight(f, {**ARGS, "tp-size": 4}))["custom_all_reduce"]
-    assert check["predicted"] == "off" and "at most two PCIe GPUs" in check["reason"]
+    row = by_name(pf.sglang_preflight(f, {**ARGS, "tp-size": 4}))["custom_all_reduce"]
+    assert row["predicted"] == "off" and "at most two PCIe GPUs" in row["evidence"]
+
+
+def test_described_links_stand_in_for_the_matrix():
+    f = facts()
+    f["gpus"]["topology_text"] = None
+    f["gpus"]["links"] = {"0-1": "NV4"}
+    verdict = pf.sglang_preflight(f, ARGS, {"NCCL_P2P_DISABLE": "1"})
+    assert by_name(verdict)["nccl_p2p"]["status"] == "fail"
 
 
 def test_tp_larger_than_visible_gpus_fails():
     verdict = pf.sglang_preflight(facts(), {**ARGS, "tp-size": 4}, {"CUDA_VISIBLE_DEVICES": "0,1"})
-    check = by_setting(verdict)["tp_size"]
-    assert check["status"] == "fail" and "sees 2" in check["reason"]
+    row = by_name(verdict)["tp_size"]
+    assert row["status"] == "fail" and "sees 2" in row["evidence"]
     one = pf.sglang_preflight(facts(), ARGS, {"CUDA_VISIBLE_DEVICES": "1"})
-    assert by_setting(one)["tp_size"]["status"] == "fail"
+    assert by_name(one)["tp_size"]["status"] == "fail"
     absent = pf.sglang_preflight(facts(), ARGS, {"CUDA_VISIBLE_DEVICES": "0,5"})
-    assert "does not list" in by_setting(absent)["tp_size"]["reason"]
+    assert "does not list" in by_name(absent)["tp_size"]["evidence"]
 
 
 def test_no_gpu_host_warns_and_strict_fails():
     f = facts(gpus=0)
     verdict = pf.sglang_preflight(f, ARGS)
     assert verdict["ok"]
-    assert by_setting(verdict)["tp_size"]["status"] == "warn"
+    assert by_name(verdict)["tp_size"]["status"] == "warn"
     strict = pf.sglang_preflight(f, ARGS, strict=True)
     assert not strict["ok"] and "(strict: warnings fail)" in strict["failures"][0]
 
@@ -193,25 +250,20 @@ def test_speculative_expectation_mismatch_fails():
     verdict = pf.sglang_preflight(facts(), {**ARGS, "speculative-num-steps": 1,
                                             "speculative-num-draft-tokens": 2},
                                   {}, {"speculative": {"num_steps": 3}})
-    check = by_setting(verdict)["speculative"]
-    assert check["status"] == "fail" and "num_steps: expected 3, release has 1" in check["reason"]
-
-
-def test_required_decode_graph_with_cuda_graph_disabled_fails():
-    verdict = pf.sglang_preflight(facts(), {**ARGS, "disable-cuda-graph": True}, {},
-                                  {"decode_cuda_graph": "required"})
-    assert not verdict["ok"]
-    assert by_setting(verdict)["piecewise_cuda_graph"]["predicted"] == "off"
+    row = by_name(verdict)["speculative"]
+    assert row["status"] == "fail" and "num_steps: expected 3, release has 1" in row["evidence"]
 
 
 @pytest.mark.parametrize(
     "expect, message",
     [
         ({"piecewise": "required"}, "unknown keys"),
-        ({"piecewise_cuda_graph": "yes"}, "not one of required, auto, off"),
+        ({"prefill_cuda_graph": "yes"}, "not one of required, auto, off"),
         ({"speculative": "EAGLE"}, "a mapping of"),
         ({"speculative": {"steps": 3}}, "a mapping of"),
         ({"tp_size": 0}, "positive integer"),
+        ({"max_running_requests": "48"}, "positive integer"),
+        ({"attention_backend": 3}, "a backend name"),
     ],
 )
 def test_malformed_expectations_are_refused(expect, message):
@@ -220,28 +272,152 @@ def test_malformed_expectations_are_refused(expect, message):
 
 
 def test_verdict_does_not_mutate_its_inputs():
-    f, a = facts(), dict(ARGS)
-    before = copy.deepcopy((f, a))
-    pf.sglang_preflight(f, a, {}, {"tp_size": 2})
-    assert (f, a) == before
+    f, a, r = facts(), dict(ARGS), resolution()
+    before = copy.deepcopy((f, a, r))
+    pf.sglang_preflight(f, a, {}, {"tp_size": 2}, resolution=r)
+    assert (f, a, r) == before
 
 
-def test_table_lists_every_check():
-    verdict = pf.sglang_preflight(facts(p2p="p2p-a6000-cns.txt"), ARGS)
+def test_table_lists_every_row_and_the_changes():
+    verdict = pf.sglang_preflight(facts(p2p="p2p-a6000-cns.txt"), ARGS, resolution=resolution())
     lines = pf.sglang_preflight_table(verdict)
-    assert lines[0] == "preflight for sglang 0.5.23: 1 FAILED"
-    assert len(lines) == 2 + len(verdict["checks"])
+    assert lines[0] == "preflight for sglang 0.5.23, resolved by sglang: 1 FAILED"
     assert any("FAIL" in line and "custom_all_reduce" in line for line in lines)
+    assert "SGLang changed 3 fields from what was asked:" in lines
+    assert ("max_running_requests null -> 48 (sglang/srt/arg_groups/speculative_hook.py:1087 "
+            "_handle_eagle_family)") in [" ".join(line.split()) for line in lines]
 
 
 def test_a_model_over_two_nodes_is_held_to_its_total_tp_and_this_nodes_gpus():
     facts = {"sglang_version": "0.5.23", "model": {}, "piecewise_blacklist": {},
              "gpus": {"present": True, "count": 2, "devices": [{"index": 0}, {"index": 1}]}}
     args = {"tp-size": 4, "nnodes": 2, "node-rank": 1}
-    row = [c for c in pf.sglang_preflight(facts, args, {}, {"tp_size": 4})["checks"]
-           if c["setting"] == "tp_size"][0]
+    row = by_name(pf.sglang_preflight(facts, args, {}, {"tp_size": 4}))["tp_size"]
     assert (row["status"], row["predicted"]) == ("ok", 4)
-    assert row["reason"] == "GPUs [0, 1] of 2 (2 on this node)"
-    row = [c for c in pf.sglang_preflight(facts, {**args, "tp-size": 8}, {}, {})["checks"]
-           if c["setting"] == "tp_size"][0]
-    assert row["status"] == "fail" and "needs 4 GPUs (4 on this node)" in row["reason"]
+    assert row["evidence"] == "GPUs [0, 1] of 2 (2 on this node)"
+    row = by_name(pf.sglang_preflight(facts, {**args, "tp-size": 8}, {}, {}))["tp_size"]
+    assert row["status"] == "fail" and "needs 4 GPUs (4 on this node)" in row["evidence"]
+
+
+# ---- the verdict from SGLang's own resolution ----------------------------------------------
+# Shaped as sglang_resolve returns it; the values are those sglang 0.5.23 resolved for the
+# reference profile (tests/integration/test_resolve_real_sglang.py runs the real thing).
+def resolution(**resolved):
+    base = {
+        "tp_size": 2, "disable_custom_all_reduce": False, "max_running_requests": 48,
+        "attention_backend": "flashinfer", "speculative_algorithm": "EAGLE",
+        "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+        "speculative_num_draft_tokens": 4,
+        "cuda_graph_config": {"decode": {"backend": "full", "max_bs": 32},
+                              "prefill": {"backend": "breakable", "max_bs": 4096}},
+    }
+    base.update(resolved)
+    return {
+        "ran": True, "sglang_version": "0.5.23", "entry": "ServerArgs.resolve_once",
+        "resolved": base, "error": None, "unknown_flags": [], "known_flags": 559,
+        "elapsed_s": 9.1, "sandbox": {"used": True, "how": "systemd-run as sglang"},
+        "stubbed": {"sgl_kernel": "ImportError: libcuda.so.1"},
+        "changes": [
+            {"field": "max_running_requests", "asked": None, "resolved": 48,
+             "file": "sglang/srt/arg_groups/speculative_hook.py", "line": 1087,
+             "function": "_handle_eagle_family"},
+            {"field": "speculative_algorithm", "asked": "NEXTN", "resolved": "EAGLE",
+             "file": "sglang/srt/arg_groups/speculative_hook.py", "line": 151,
+             "function": "handle_speculative_decoding"},
+            {"field": "_bookkeeping", "asked": None, "resolved": False, "file": "x.py", "line": 1,
+             "function": "f"},
+            {"field": "cuda_graph_config.prefill.backend", "asked": None, "resolved": "breakable",
+             "file": "sglang/srt/arg_groups/cuda_graph_hook.py", "line": 96,
+             "function": "parse_cuda_graph_config"},
+        ],
+        "log": [{"level": "WARNING", "message": "Max running requests is reset to 48 for "
+                 "speculative decoding.", "file": "sglang/srt/arg_groups/speculative_hook.py",
+                 "line": 1092, "function": "_handle_eagle_family"}],
+    }
+
+
+def test_resolved_values_drive_every_row():
+    verdict = pf.sglang_preflight(facts(), ARGS, {"CUDA_VISIBLE_DEVICES": "0,1"},
+                                  {"decode_cuda_graph": "required",
+                                   "prefill_cuda_graph": "required",
+                                   "speculative": {"algorithm": "EAGLE", "num_steps": 3},
+                                   "max_running_requests": 48,
+                                   "attention_backend": "flashinfer"},
+                                  resolution=resolution())
+    assert verdict["ok"], verdict["failures"]
+    assert verdict["resolved_by"] == "sglang" and verdict["startup_error"] is None
+    assert verdict["resolved"] == {
+        "decode_cuda_graph": True, "prefill_cuda_graph": True,
+        "speculative": {"algorithm": "EAGLE", "num_steps": 3, "eagle_topk": 1,
+                        "num_draft_tokens": 4},
+        "tp_size": 2, "max_running_requests": 48, "attention_backend": "flashinfer",
+        "cuda_graph_max_bs_decode": 32, "custom_all_reduce": True}
+    rows = by_name(verdict)
+    assert rows["resolution"]["status"] == "ok"
+    assert "sgl_kernel replaced by an inert module" in rows["resolution"]["evidence"]
+    assert "prefill graph on (backend breakable)" in rows["prefill_cuda_graph"]["evidence"]
+    assert ("max_running_requests None -> 48 (sglang/srt/arg_groups/speculative_hook.py:1087 "
+            "_handle_eagle_family)") in rows["max_running_requests"]["evidence"]
+    assert {c["field"] for c in verdict["changes"]} >= {"max_running_requests"}
+    assert set(verdict["changes"][0]) == {"field", "asked", "resolved", "file", "line", "function"}
+
+
+def test_a_resolved_prefill_graph_off_fails_a_requirement_with_sglangs_reason():
+    res = resolution(cuda_graph_config={"decode": {"backend": "full", "max_bs": 32},
+                                        "prefill": {"backend": "disabled", "max_bs": 4096}})
+    res["sglang_version"] = "0.5.15"
+    res["changes"].append({"field": "cuda_graph_config.prefill.backend", "asked": None,
+                           "resolved": "disabled", "file": "sglang/srt/server_args.py",
+                           "line": 3383,
+                           "function": "ServerArgs._disable_breakable_cudagraph_if_incompatible"})
+    res["log"].append({"level": "WARNING", "message": "Breakable CUDA graph is incompatible with "
+                       "multimodal model; disabling prefill CUDA graph.",
+                       "file": "sglang/srt/server_args.py", "line": 3378, "function": "f"})
+    verdict = pf.sglang_preflight(facts(), ARGS, {}, {"prefill_cuda_graph": "required"},
+                                  resolution=res)
+    row = by_name(verdict)["prefill_cuda_graph"]
+    assert (row["status"], row["predicted"]) == ("fail", "off")
+    assert "sglang/srt/server_args.py:3383" in row["evidence"]
+    assert "Breakable CUDA graph is incompatible with multimodal model" in row["evidence"]
+
+
+def test_an_error_sglang_raises_fails_with_its_own_message():
+    res = resolution()
+    res.update(resolved=None, error={
+        "type": "ValueError", "stage": "resolve", "function": "_handle_mamba_radix_cache",
+        "message": "Speculative decoding for Qwen3_5ForConditionalGeneration is not compatible "
+                   "with radix cache when using --mamba-scheduler-strategy no_buffer.",
+        "file": "sglang/srt/server_args.py", "line": 2568})
+    verdict = pf.sglang_preflight(facts(version="0.5.12"), ARGS, resolution=res)
+    assert not verdict["ok"] and verdict["resolved_by"] == "source"
+    assert verdict["startup_error"] == {"type": "ValueError", "file": "sglang/srt/server_args.py",
+                                        "line": 2568, "message": res["error"]["message"]}
+    row = by_name(verdict)["resolution"]
+    assert row["status"] == "fail"
+    assert "SGLang raised ValueError at sglang/srt/server_args.py:2568" in row["evidence"]
+
+
+def test_an_expected_value_sglang_resolves_otherwise_fails():
+    verdict = pf.sglang_preflight(facts(), ARGS, {}, {"max_running_requests": 64},
+                                  resolution=resolution())
+    row = by_name(verdict)["max_running_requests"]
+    assert row["status"] == "fail" and "--max-running-requests" in row["evidence"]
+
+
+def test_unknown_flags_from_the_resolution_name_the_nearest():
+    res = resolution()
+    res["unknown_flags"] = [{"name": "cuda-graph-max-bs",
+                             "suggestions": ["cuda-graph-max-bs-decode"]}]
+    row = by_name(pf.sglang_preflight(facts(), ARGS, resolution=res))["flags"]
+    assert row["status"] == "fail"
+    assert "--cuda-graph-max-bs (nearest: --cuda-graph-max-bs-decode)" in row["evidence"]
+
+
+def test_an_ml_env_that_cannot_import_sglang():
+    res = {"ran": False, "reason": "sglang could not be imported: ModuleNotFoundError: torch",
+           "import_error": {"type": "ModuleNotFoundError"}}
+    test_host = by_name(pf.sglang_preflight(facts(), ARGS, resolution=res))["resolution"]
+    assert test_host["status"] == "warn" and "did not resolve" in test_host["evidence"]
+    real = by_name(pf.sglang_preflight(facts(), ARGS, resolution=res,
+                                       import_must_work=True))["resolution"]
+    assert real["status"] == "fail" and "would fail the same way" in real["evidence"]

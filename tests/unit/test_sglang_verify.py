@@ -21,16 +21,16 @@ OLD = {  # /get_server_info of 0.5.12 (trimmed)
     "version": "0.5.12", "tp_size": 2, "disable_cuda_graph": False, "cuda_graph_max_bs": 160,
     "disable_piecewise_cuda_graph": True, "speculative_algorithm": None,
 }
-PREFLIGHT = {"checks": [{"setting": "decode_cuda_graph", "predicted": "on"},
-                        {"setting": "piecewise_cuda_graph", "predicted": "on"},
-                        {"setting": "tp_size", "predicted": 2}]}
+PREFLIGHT = {"rows": [{"name": "decode_cuda_graph", "predicted": "on"},
+                      {"name": "prefill_cuda_graph", "predicted": "on"},
+                      {"name": "tp_size", "predicted": 2}]}
 SPEC = {"algorithm": "EAGLE", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}
 
 
 def test_effective_view_of_the_new_shape():
     eff = v.sglang_effective(NEW)
     assert eff["decode_cuda_graph"] == "on" and eff["decode_max_bs"] == 32
-    assert eff["piecewise_cuda_graph"] == "on" and eff["prefill_backend"] == "breakable"
+    assert eff["prefill_cuda_graph"] == "on" and eff["prefill_backend"] == "breakable"
     assert eff["speculative"] == SPEC
     assert eff["accept_length"] == 3.0
 
@@ -38,11 +38,11 @@ def test_effective_view_of_the_new_shape():
 def test_effective_view_of_the_legacy_shape():
     eff = v.sglang_effective(OLD)
     assert (eff["decode_cuda_graph"], eff["decode_max_bs"]) == ("on", 160)
-    assert eff["piecewise_cuda_graph"] == "off"
+    assert eff["prefill_cuda_graph"] == "off"
     assert eff["speculative"] is None and eff["accept_length"] is None
     opt_in = v.sglang_effective({"enable_piecewise_cuda_graph": False})
-    assert opt_in["piecewise_cuda_graph"] == "off"
-    assert v.sglang_effective({})["piecewise_cuda_graph"] is None
+    assert opt_in["prefill_cuda_graph"] == "off"
+    assert v.sglang_effective({})["prefill_cuda_graph"] is None
 
 
 def test_effective_refuses_garbage():
@@ -62,7 +62,7 @@ def test_required_setting_that_did_not_resolve_fails_with_both_values():
     out = v.sglang_verify(v.sglang_effective(off), PREFLIGHT, {"decode_cuda_graph": "required"})
     assert not out["ok"]
     assert "decode_cuda_graph: required by sglang_expect, but the server resolved off" in out["failures"]
-    assert "piecewise_cuda_graph: preflight predicted on, the server resolved off" in out["warnings"]
+    assert "prefill_cuda_graph: preflight predicted on, the server resolved off" in out["warnings"]
 
 
 def test_speculative_and_tp_mismatches_fail():

@@ -1,0 +1,666 @@
+"""Ask the installed SGLang what it resolves, without a GPU: the program `sglang_resolve` runs.
+
+This file is a standalone program for the ml-env's own Python (standard library plus the
+installed sglang); the module sends its source to that interpreter on stdin. It never touches
+a GPU, also beside a serving server on a GPU host:
+
+- `CUDA_VISIBLE_DEVICES` is emptied, and torch's device queries (`is_available`,
+  `device_count`, `get_device_capability`, `get_device_name`, `get_device_properties`,
+  `mem_get_info`, `current_device`) are answered from a description of the GPUs; an
+  `nvidia-smi` placed first on PATH answers `--query-gpu` from the same description;
+- where the CUDA driver (`libcuda.so.1`) is absent, a package whose import fails for want of
+  it is replaced by an inert module, and the report names each one;
+- SGLang's own parser reads the release's `--config` file (`prepare_server_args`), then its
+  own resolution runs (`ServerArgs.resolve_once()` where it exists, else the dataclass's
+  `__post_init__` already ran it).
+
+Every write to a field and every declaration SGLang records (`_resolved_overrides`, 0.5.19+)
+is traced with the file, line and function that made it, so each value SGLang changed from
+what was asked names where. An exception SGLang raises is returned with its own type,
+message, file and line. Output: one JSON document on the file descriptor given in the input
+(stdout is handed to SGLang's logging, which writes there).
+"""
+
+import ctypes
+import dataclasses
+import difflib
+import importlib.util
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+import traceback
+import types
+
+# Errors that mean "the NVIDIA driver is not on this host", seen in imports of compiled
+# CUDA packages (sgl_kernel, ...).
+DRIVER_MISSING = re.compile(r"libcuda\.so|libnvidia-ml\.so|CUDA driver|no CUDA-capable device|"
+                            r"found no NVIDIA driver|cudaErrorInsufficientDriver", re.I)
+MiB = 1 << 20
+
+
+# ---- the GPUs, as described --------------------------------------------------------------
+class Gpus:
+    """The description: {count, name, memory_mib, compute_capability "8.6", sm_count}."""
+
+    def __init__(self, desc):
+        self.count = int(desc.get("count") or 0)
+        self.name = str(desc.get("name") or "NVIDIA GPU")
+        self.memory_mib = int(desc.get("memory_mib") or 0)
+        major, _, minor = str(desc.get("compute_capability") or "8.0").partition(".")
+        self.capability = (int(major), int(minor or 0))
+        self.sm_count = int(desc.get("sm_count") or 0)
+
+    def properties(self):
+        return types.SimpleNamespace(
+            name=self.name, total_memory=self.memory_mib * MiB, major=self.capability[0],
+            minor=self.capability[1], multi_processor_count=self.sm_count,
+            is_integrated=False, is_multi_gpu_board=False, uuid="described",
+            L2_cache_size=0, gcnArchName="", warp_size=32)
+
+    def smi_answer(self, fields):
+        values = {
+            "index": lambda i: str(i), "name": lambda i: self.name,
+            "memory.total": lambda i: str(self.memory_mib),
+            "memory.used": lambda i: "0", "memory.free": lambda i: str(self.memory_mib),
+            "compute_cap": lambda i: "%d.%d" % self.capability,
+            "pci.bus_id": lambda i: "00000000:%02X:00.0" % (i + 1),
+        }
+        unknown = [f for f in fields if f not in values]
+        if unknown:
+            return None, "described GPUs cannot answer --query-gpu=%s" % ",".join(unknown)
+        rows = [", ".join(values[f](i) for f in fields) for i in range(self.count)]
+        return "\n".join(rows) + "\n", None
+
+
+FAKE_SMI = r'''#!%(python)s
+# nvidia-smi answering --query-gpu from a description (sglang_resolve; never a real GPU).
+import json, sys
+desc = json.loads(%(desc)r)
+fields = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--query-gpu=")]
+if not fields:
+    sys.stderr.write("described GPUs: only --query-gpu is answered\n"); sys.exit(1)
+fields = fields[0].split(",")
+rows = desc["rows"]
+missing = [f for f in fields if f not in rows[0]] if rows else []
+if missing:
+    sys.stderr.write("described GPUs cannot answer %%s\n" %% missing); sys.exit(1)
+for row in rows:
+    print(", ".join(row[f] for f in fields))
+'''
+
+
+def install_fake_nvidia_smi(gpus, workdir):
+    fields = ["index", "name", "memory.total", "memory.used", "memory.free", "compute_cap",
+              "pci.bus_id"]
+    text, _ = gpus.smi_answer(fields)
+    rows = [dict(zip(fields, line.split(", "))) for line in text.splitlines() if line]
+    bindir = os.path.join(workdir, "bin")
+    os.makedirs(bindir, exist_ok=True)
+    path = os.path.join(bindir, "nvidia-smi")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(FAKE_SMI % {"python": sys.executable, "desc": json.dumps({"rows": rows})})
+    os.chmod(path, 0o755)
+    os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+
+
+def describe_torch(torch, gpus):
+    """Answer torch.cuda's device queries from the description; nothing reaches a driver."""
+    cuda = torch.cuda
+
+    def device_index(device=None):
+        if device is None:
+            return 0
+        index = getattr(device, "index", device)
+        if isinstance(index, str):
+            index = index.rsplit(":", 1)[-1] if ":" in index else 0
+        return int(index or 0)
+
+    def checked(device=None):
+        index = device_index(device)
+        if not 0 <= index < max(gpus.count, 1):
+            raise AssertionError("Invalid device id (described GPUs: %d)" % gpus.count)
+        return index
+
+    answers = {
+        "is_available": lambda: gpus.count > 0,
+        "device_count": lambda: gpus.count,
+        "current_device": lambda: 0,
+        "get_device_capability": lambda device=None: (checked(device), gpus.capability)[1],
+        "get_device_name": lambda device=None: (checked(device), gpus.name)[1],
+        "get_device_properties": lambda device=None: (checked(device), gpus.properties())[1],
+        "mem_get_info": lambda device=None: (gpus.memory_mib * MiB, gpus.memory_mib * MiB),
+        "is_bf16_supported": lambda *a, **k: gpus.capability >= (8, 0),
+    }
+    for name, answer in answers.items():
+        setattr(cuda, name, answer)
+    # Some callers go through torch.cuda's submodules or the private _C names.
+    for name in ("device_count",):
+        if hasattr(torch, "_C") and hasattr(torch._C, "_cuda_getDeviceCount"):
+            torch._C._cuda_getDeviceCount = answers[name]
+
+
+# ---- inert stand-ins for packages that need the driver ------------------------------------
+class Inert:
+    """Callable, indexable, attribute-rich nothing: what an absent CUDA library offers."""
+
+    def __init__(self, name):
+        object.__setattr__(self, "_name", name)
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return Inert(f"{self._name}.{name}")
+
+    def __call__(self, *args, **kwargs):
+        return Inert(f"{self._name}()")
+
+    def __getitem__(self, key):
+        return Inert(f"{self._name}[]")
+
+    def __iter__(self):
+        return iter(())
+
+    def __bool__(self):
+        return False
+
+    def __repr__(self):
+        return f"<inert {self._name}>"
+
+    def __mro_entries__(self, bases):
+        return (object,)
+
+
+class DriverlessFinder:
+    """Import hook: a top-level package whose import fails for want of the NVIDIA driver is
+    replaced by an inert module (only installed where libcuda.so.1 cannot be loaded)."""
+
+    def __init__(self):
+        self.stubbed = {}
+
+    def find_spec(self, name, path=None, target=None):
+        top = name.split(".", 1)[0]
+        if top in self.stubbed:
+            return importlib.util.spec_from_loader(name, InertLoader(self), is_package=True)
+        if "." in name:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = GuardedLoader(spec.loader, self)
+                return spec
+        return None
+
+
+class InertLoader:
+    def __init__(self, finder):
+        self.finder = finder
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        make_inert(module)
+
+
+class GuardedLoader:
+    """The real loader (resource readers and all), whose exec_module stubs on a missing driver."""
+
+    def __init__(self, loader, finder):
+        self.loader, self.finder = loader, finder
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        try:
+            self.loader.exec_module(module)
+        except Exception as exc:  # an import that needs the driver, and only that, is stubbed
+            text = f"{type(exc).__name__}: {exc}"
+            cause = exc.__cause__ or exc.__context__
+            if cause is not None:
+                text += f" (from {type(cause).__name__}: {cause})"
+            if not DRIVER_MISSING.search(text):
+                raise
+            name = module.__name__
+            for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+                if loaded != name:
+                    del sys.modules[loaded]
+            self.finder.stubbed[name] = " ".join(text.split())[:300]
+            make_inert(module)
+
+
+def make_inert(module):
+    name = module.__name__
+    module.__file__ = f"<inert {name}: needs the NVIDIA driver>"
+    module.__path__ = []
+    module.__getattr__ = lambda attr: Inert(f"{name}.{attr}")
+    module.__all__ = []
+
+
+def driver_present():
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        return True
+    except OSError:
+        return False
+
+
+# ---- tracing what resolution writes --------------------------------------------------------
+class Tracer:
+    """Where each field got its value: writes to the record and declarations SGLang stashes."""
+
+    def __init__(self, site):
+        self.site = site
+        self.events = []  # {field, value, file, line, function, source}
+        self.asked = None
+        self.untraced = []
+
+    def where(self, frame):
+        """The first frame from `frame` outwards that is real code outside this probe."""
+        while frame is not None:
+            code = frame.f_code
+            if code.co_filename != __file__ and not code.co_filename.startswith("<"):
+                return self.rel(code.co_filename), frame.f_lineno, \
+                    getattr(code, "co_qualname", code.co_name)
+            frame = frame.f_back
+        return None, None, None
+
+    def rel(self, path):
+        path = os.path.abspath(path)
+        if self.site and path.startswith(self.site + os.sep):
+            return path[len(self.site) + 1:]
+        return path
+
+    def record(self, field, value, where, source=None):
+        file, line, function = where
+        self.events.append({"field": field, "value": value, "file": file, "line": line,
+                            "function": function, "source": source})
+
+    def declaration(self, source, fields, declaring):
+        """A declaration (0.5.19+) made through the helper running in frame `declaring`:
+        cite the function its source names where that is on the stack (or a pass that
+        already returned its decisions), else the code that called the helper."""
+        site = self.frame_named(source, declaring) or self.where(declaring.f_back)
+        for field, value in fields.items():
+            self.record(field, plain(value), site, source)
+
+    def frame_named(self, source, frame):
+        if not isinstance(source, str) or not source:
+            return None
+        short = source.rsplit(".", 1)[-1]
+        start = frame
+        while frame is not None:
+            code = frame.f_code
+            qual = getattr(code, "co_qualname", code.co_name)
+            if qual == source or code.co_name == short:
+                return self.rel(code.co_filename), frame.f_lineno, qual
+            frame = frame.f_back
+        frame = start
+        while frame is not None:
+            for value in list(frame.f_locals.values()):
+                code = getattr(value, "__code__", None)
+                if code is not None and getattr(value, "__qualname__", None) == source:
+                    return self.rel(code.co_filename), code.co_firstlineno, source
+            frame = frame.f_back
+        return None
+
+
+class TracedDeclarations(list):
+    """The `_resolved_overrides` stash: each append is a declaration, traced."""
+
+    tracer = None
+
+    def append(self, item):
+        try:
+            source, fields = item
+            if isinstance(fields, dict):
+                self.tracer.declaration(source, fields, sys._getframe(1))
+        except (TypeError, ValueError):
+            pass
+        super().append(item)
+
+
+def trace_record(cls, tracer):
+    """Trace writes to the record and to the records nested in its fields (0.5.15's
+    `cuda_graph_config.prefill.backend = ...`), and the declarations it stashes. The asked
+    values are the fields as `__post_init__` starts, i.e. the parser's output (0.5.19+: as
+    `resolve_once` starts, see probe())."""
+    TracedDeclarations.tracer = tracer
+    nested = {}  # id(nested record) -> (the ServerArgs, its top-level field)
+    wrapped = set()
+
+    def adopt(root, field, value, depth=0):
+        """Register the records inside a field's value so their writes are traced too."""
+        if depth > 4 or value is None or isinstance(value, (bool, int, float, str)):
+            return
+        names = field_names(type(value))
+        if not names:
+            return
+        nested[id(value)] = (root, field)
+        wrap(type(value), names, nested_record=True)
+        for name in names:
+            adopt(root, field, getattr(value, name, None), depth + 1)
+
+    def wrap(kind, names, nested_record):
+        if kind in wrapped:
+            return
+        wrapped.add(kind)
+        original = kind.__setattr__
+
+        def __setattr__(self, name, value):
+            if name == "_resolved_overrides" and isinstance(value, list) and \
+                    not isinstance(value, TracedDeclarations):
+                value = TracedDeclarations(value)
+            original(self, name, value)
+            if tracer.asked is None or name not in names:
+                return
+            if nested_record:
+                owner = nested.get(id(self))
+                if owner is None:
+                    return
+                root, field = owner
+            else:
+                root, field = self, name
+                adopt(self, name, value)
+            tracer.record(field, plain(getattr(root, field, None)),
+                          tracer.where(sys._getframe(1)))
+
+        try:
+            kind.__setattr__ = __setattr__
+        except (TypeError, AttributeError):  # a type that refuses it: its writes go untraced
+            tracer.untraced.append(kind.__name__)
+
+    names = field_names(cls)
+    wrap(cls, names, nested_record=False)
+    original_post_init = getattr(cls, "__post_init__", None)
+
+    def start(record):
+        tracer.asked = snapshot(record, names)
+        for name in names:
+            adopt(record, name, getattr(record, name, None))
+        stash = getattr(record, "_resolved_overrides", None)
+        if not isinstance(stash, TracedDeclarations):
+            try:
+                setattr(record, "_resolved_overrides", TracedDeclarations(stash or ()))
+            except (AttributeError, TypeError):  # a record without room for the stash
+                pass
+
+    def __post_init__(self, *args, **kwargs):
+        start(self)
+        if original_post_init is not None:
+            return original_post_init(self, *args, **kwargs)
+        return None
+
+    cls.__post_init__ = __post_init__
+    return start
+
+
+def field_names(cls):
+    if dataclasses.is_dataclass(cls):
+        return [f.name for f in dataclasses.fields(cls)]
+    fields = getattr(cls, "__struct_fields__", None)
+    return list(fields or [])
+
+
+def snapshot(obj, names):
+    return {name: plain(getattr(obj, name, None)) for name in names}
+
+
+def plain(value, depth=0):
+    """JSON-able copy of a resolved value (records and enums included)."""
+    if depth > 6:
+        return repr(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): plain(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [plain(v, depth + 1) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name), depth + 1)
+                for f in dataclasses.fields(value)}
+    enum_value = getattr(value, "value", None)
+    if enum_value is not None and type(value).__module__ != "builtins" and \
+            isinstance(enum_value, (str, int)):
+        return enum_value
+    fields = getattr(type(value), "__struct_fields__", None)
+    if fields:
+        return {f: plain(getattr(value, f, None), depth + 1) for f in fields}
+    return repr(value)
+
+
+def flatten(value, prefix=""):
+    if isinstance(value, dict) and value:
+        out = {}
+        for key, item in value.items():
+            out.update(flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: value}
+
+
+def changes(asked, resolved, events, fallback_site=None):
+    """Every field (nested keys dotted) whose resolved value differs from the asked one, with
+    the last write or declaration that changed it. A value no write explains (a fallback the
+    record applies when it is read) cites `fallback_site`."""
+    out = []
+    by_field = {}
+    for event in events:
+        by_field.setdefault(event["field"], []).append(event)
+    for field in sorted(set(asked) & set(resolved)):
+        before, after = flatten(asked[field], field), flatten(resolved[field], field)
+        diffs = [k for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)]
+        if not diffs:
+            continue
+        sites, state = {}, dict(before)
+        for event in by_field.get(field, []):
+            now = flatten(event["value"], field)
+            for key in set(now) | set(state):
+                if now.get(key) != state.get(key):
+                    sites[key] = event
+            state = now
+        for key in diffs:
+            site = sites.get(key) if state.get(key) == after.get(key) else None
+            site = site or fallback_site or {}
+            out.append({"field": key, "asked": before.get(key), "resolved": after.get(key),
+                        "file": site.get("file"), "line": site.get("line"),
+                        "function": site.get("function"), "source": site.get("source")})
+    return out
+
+
+def fallback_site(record_type, tracer):
+    """Where a record applies declared fallbacks as it is read (resolved_dict)."""
+    function = getattr(record_type, "resolved_dict", None)
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return None
+    return {"file": tracer.rel(code.co_filename), "line": code.co_firstlineno,
+            "function": getattr(code, "co_qualname", code.co_name),
+            "source": "a fallback declared for the field, applied when the value is read"}
+
+
+# ---- the parser's flags -------------------------------------------------------------------
+def known_flags(server_args_module):
+    import argparse
+
+    parser = argparse.ArgumentParser(add_help=False)
+    server_args_module.ServerArgs.add_cli_args(parser)
+    flags = set()
+    for action in parser._actions:
+        for option in action.option_strings:
+            if option.startswith("--"):
+                flags.add(option[2:])
+    return flags
+
+
+def unknown_flags(config_path, flags):
+    """Arguments of the config file the parser does not know, with the nearest names."""
+    try:
+        import yaml
+    except ImportError:
+        return []
+    with open(config_path, encoding="utf-8") as handle:
+        data = yaml.safe_load(handle) or {}
+    out = []
+    for name in sorted(data) if isinstance(data, dict) else []:
+        dashed = str(name).replace("_", "-")
+        if dashed in flags:
+            continue
+        close = difflib.get_close_matches(dashed, sorted(flags), n=3, cutoff=0.6)
+        prefixed = sorted(k for k in flags if k.startswith(dashed + "-")
+                          or dashed.startswith(k + "-"))
+        out.append({"name": dashed, "suggestions": list(dict.fromkeys(prefixed[:3] + close))[:3]})
+    return out
+
+
+# ---- what SGLang logs while it resolves ---------------------------------------------------
+class LogCapture:
+    """SGLang's own log records (INFO and up) during parsing and resolution, with file:line:
+    "Breakable CUDA graph is incompatible with multimodal model; disabling ..." is evidence."""
+
+    def __init__(self, tracer_ref, limit=200):
+        import logging
+
+        self.records, self.limit, self.tracer_ref = [], limit, tracer_ref
+        handler = logging.Handler(level=logging.INFO)
+        handler.emit = self.emit
+        # On "sglang", not the root: prepare_server_args resets the root's handlers.
+        logging.getLogger("sglang").addHandler(handler)
+        self.handler = handler
+
+    def emit(self, record):
+        if len(self.records) >= self.limit or not record.name.startswith("sglang"):
+            return
+        try:
+            message = record.getMessage()
+        except Exception:  # a record that cannot format itself is not evidence
+            return
+        tracer = self.tracer_ref()
+        message = re.sub(r"\x1b\[[0-9;]*m", "", message)
+        self.records.append({"level": record.levelname, "message": message[:500],
+                             "file": tracer.rel(record.pathname) if tracer else record.pathname,
+                             "line": record.lineno, "function": record.funcName})
+
+
+# ---- errors -------------------------------------------------------------------------------
+def error_report(exc, tracer, stderr_tail=""):
+    """SGLang's exception: type, message, and the innermost frame inside the sglang package
+    (else the innermost frame)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    inside = [f for f in frames if f"{os.sep}sglang{os.sep}" in f.filename]
+    frame = (inside or frames or [None])[-1]
+    message = str(exc)
+    if isinstance(exc, SystemExit) and stderr_tail:
+        message = stderr_tail
+    return {
+        "type": type(exc).__name__,
+        "message": message.strip()[:2000],
+        "file": tracer.rel(frame.filename) if frame else None,
+        "line": frame.lineno if frame else None,
+        "function": frame.name if frame else None,
+    }
+
+
+# ---- main ---------------------------------------------------------------------------------
+def probe(request, out):
+    started = time.monotonic()
+    workdir = tempfile.mkdtemp(prefix="sglang-resolve-")
+    gpus = Gpus(request.get("gpus") or {})
+    report = {"sglang_version": None, "entry": None, "resolved": None, "asked": None,
+              "changes": [], "error": None, "unknown_flags": [], "known_flags": 0,
+              "stubbed": {}, "driver": None, "gpus": vars(gpus).copy(), "python": sys.executable,
+              "uid": os.getuid(), "notes": []}
+    report["gpus"]["capability"] = list(gpus.capability)
+
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    install_fake_nvidia_smi(gpus, workdir)
+    report["driver"] = driver_present()
+    finder = DriverlessFinder()
+    if not report["driver"]:
+        sys.meta_path.insert(0, finder)
+    tracer = None
+    config = request.get("config_path")
+    if not config:
+        config = os.path.join(workdir, "config.yaml")
+        with open(config, "w", encoding="utf-8") as handle:
+            handle.write(request.get("config_text") or "")
+    argv = ["--config", config] + list(request.get("extra_argv") or [])
+    stage = "import"
+    log = LogCapture(lambda: tracer)
+    try:
+        import torch
+
+        describe_torch(torch, gpus)
+        from importlib import metadata
+
+        report["sglang_version"] = metadata.version("sglang")
+        report["torch"] = {"version": torch.__version__, "cuda": getattr(torch.version, "cuda", None)}
+        import sglang
+
+        site = os.path.dirname(os.path.dirname(os.path.abspath(sglang.__file__)))
+        tracer = Tracer(site)
+        from sglang.srt import server_args as sa
+
+        start_tracing = trace_record(sa.ServerArgs, tracer)
+        flags = known_flags(sa)
+        report["known_flags"] = len(flags)
+        report["unknown_flags"] = unknown_flags(config, flags)
+        stage = "parse"
+        # 0.5.19+ parse into an unresolved record and resolve in resolve_once(); earlier
+        # releases resolve inside the record's __post_init__, while it is built.
+        staged = hasattr(sa.ServerArgs, "resolve_once")
+        report["entry"] = "ServerArgs.resolve_once" if staged else "ServerArgs.__post_init__"
+        args = sa.prepare_server_args(argv)
+        stage = "resolve"
+        if staged:
+            start_tracing(args)  # what was asked is the parsed record
+            args.resolve_once()
+        names = field_names(type(args))
+        if hasattr(args, "resolved_dict"):
+            resolved = {k: plain(v) for k, v in args.resolved_dict().items()}
+        else:
+            resolved = snapshot(args, names)
+        asked = tracer.asked if tracer.asked is not None else {}
+        report["asked"], report["resolved"] = asked, resolved
+        report["changes"] = changes(asked, resolved, tracer.events,
+                                    fallback_site(type(args), tracer))
+    except BaseException as exc:  # SGLang's own verdict, whatever it raised
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        report["error"] = error_report(exc, tracer or Tracer(None), request.get("_stderr_tail", ""))
+        # Before 0.5.19 resolution runs while prepare_server_args builds the record.
+        report["error"]["stage"] = "resolve" if stage == "parse" and tracer is not None \
+            and tracer.asked is not None else stage
+    report["stubbed"] = finder.stubbed
+    report["log"] = log.records
+    report["elapsed_s"] = round(time.monotonic() - started, 2)
+    out.write(json.dumps(report, default=repr))
+    out.flush()
+
+
+def run(request):
+    # SGLang logs to stdout and stderr: the report goes to a descriptor of its own.
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    probe(request, out)
+
+
+# How the module starts this file in the ml-env's Python: the request on stdin's first line,
+# this source after it (no file to place on the host, also inside a sandbox's private /tmp).
+BOOTSTRAP = ("import json, sys; request = json.loads(sys.stdin.readline()); "
+             "scope = {'__name__': 'sglang_probe', '__file__': '<sglang_probe>'}; "
+             "exec(compile(sys.stdin.read(), '<sglang_probe>', 'exec'), scope); "
+             "scope['run'](request)")
+
+
+if __name__ == "__main__":
+    run(json.loads(sys.stdin.readline() or "{}"))
