@@ -1,4 +1,4 @@
-"""launch.py with the real SGLang 0.5.23 parser (CPU venv): SGLang reads its key from the
+"""launch.py with the real SGLang 0.5.23 parser (the full install): SGLang reads its key from the
 pipe, and what it prints about its arguments (the key included) leaves redacted."""
 
 import hashlib
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 from support import ROLE
-from support.wheels import cpu_venv
+from support.wheels import full_venv
 
 import sglang_render as render
 
@@ -29,7 +29,7 @@ print(f"key read: {ok}; tp_size {args.tp_size}; launch_command {args.launch_comm
 
 @pytest.fixture(scope="module")
 def venv():
-    return str(cpu_venv("0.5.23"))
+    return str(full_venv("0.5.23"))
 
 
 def test_real_sglang_reads_the_key_from_the_pipe_and_its_output_is_redacted(venv, tmp_path):

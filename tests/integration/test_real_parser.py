@@ -1,4 +1,5 @@
-"""The release's arguments checked by the real SGLang 0.5.23 parser, on the CPU."""
+"""The release's arguments checked by the real SGLang 0.5.23 parser (--help), the fallback when
+SGLang's resolution cannot run."""
 
 import sys
 from pathlib import Path
@@ -6,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 from support import load_module
-from support.wheels import cpu_venv
+from support.wheels import full_venv
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "filter_plugins"))
@@ -19,7 +20,7 @@ PROFILE = yaml.safe_load((ROOT / "roles/sglang/profiles/qwen3.6-27b-tp2-mtp.yml"
 
 @pytest.fixture(scope="module")
 def venv():
-    return str(cpu_venv("0.5.23"))
+    return str(full_venv("0.5.23"))
 
 
 def test_the_default_profile_is_accepted(venv):
@@ -47,10 +48,10 @@ def test_removed_flags_are_rejected_with_a_suggestion(venv, flag, nearest):
     assert nearest in out["unknown"][0]["suggestions"]
     facts = {"sglang_version": "0.5.23", "gpus": {"present": False, "reason": "no GPU"},
              "model": {"architectures": []}, "piecewise_blacklist": {}}
-    verdict = pf.sglang_preflight(facts, args, {}, {}, False, out)
-    flags = [c for c in verdict["checks"] if c["setting"] == "flags"][0]
+    verdict = pf.sglang_preflight(facts, args, {}, {}, False, args_check=out)
+    flags = [r for r in verdict["rows"] if r["name"] == "flags"][0]
     assert flags["status"] == "fail" and not verdict["ok"]
-    assert f"--{flag} (nearest: " in flags["reason"] and f"--{nearest}" in flags["reason"]
+    assert f"--{flag} (nearest: " in flags["evidence"] and f"--{nearest}" in flags["evidence"]
 
 
 def test_a_venv_that_cannot_run_the_parser_says_why(tmp_path):

@@ -42,27 +42,10 @@ def venv_with(version):
     return root
 
 
-# The light packages `sglang.launch_server --help` imports besides torch and triton.
-PARSER_DEPS = ["numpy", "orjson", "psutil", "pybase64", "requests", "packaging", "pillow",
-               "starlette", "fastapi", "uvicorn", "msgspec", "pydantic", "pyzmq", "tqdm",
-               "IPython", "aiohttp", "huggingface_hub"]
-TORCH = os.environ.get("SGLANG_DEPLOY_TORCH", "torch==2.13.0")
-
-
-def cpu_venv(version):
-    """A real venv where `python -m sglang.launch_server --help` runs on the CPU (~2.3 GB).
-
-    torch comes as a CPU build (on this workplace a local wheel; elsewhere set PIP_INDEX_URL
-    or PIP_EXTRA_INDEX_URL to PyTorch's CPU index); sglang itself with --no-deps.
-    """
-    root = CACHE / f"cpu-venv-{version}"
-    done = root / ".complete"
-    if done.exists():
-        return root
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(root)], check=True)
-    pip = [str(root / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "-q",
-           "install"]
-    subprocess.run(pip + [TORCH, "triton", *PARSER_DEPS], check=True)
-    subprocess.run(pip + ["--no-deps", str(wheel(version))], check=True)
-    done.touch()
-    return root
+def full_venv(version):
+    """A venv with the full `sglang==version` and all its dependencies (scripts/build-sglang-venv.sh:
+    uv, cached outside the clone, seconds once uv's cache holds the release)."""
+    script = Path(__file__).resolve().parents[2] / "scripts" / "build-sglang-venv.sh"
+    out = subprocess.run(["bash", str(script), version], check=True, capture_output=True,
+                         text=True, env={**os.environ, "SGLANG_DEPLOY_CACHE": str(CACHE)})
+    return Path(out.stdout.strip().splitlines()[-1])

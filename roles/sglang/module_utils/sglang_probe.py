@@ -551,15 +551,30 @@ class LogCapture:
 
 
 # ---- errors -------------------------------------------------------------------------------
-def error_report(exc, tracer, stderr_tail=""):
+def keep_parser_errors():
+    """argparse reports a bad argument by printing and exiting: keep its message."""
+    import argparse
+
+    messages = []
+    original = argparse.ArgumentParser.error
+
+    def error(self, message):
+        messages.append(f"{self.prog}: error: {message}")
+        original(self, message)
+
+    argparse.ArgumentParser.error = error
+    return messages
+
+
+def error_report(exc, tracer, parser_errors=()):
     """SGLang's exception: type, message, and the innermost frame inside the sglang package
     (else the innermost frame)."""
     frames = traceback.extract_tb(exc.__traceback__)
     inside = [f for f in frames if f"{os.sep}sglang{os.sep}" in f.filename]
     frame = (inside or frames or [None])[-1]
     message = str(exc)
-    if isinstance(exc, SystemExit) and stderr_tail:
-        message = stderr_tail
+    if isinstance(exc, SystemExit) and parser_errors:
+        message = parser_errors[-1]
     return {
         "type": type(exc).__name__,
         "message": message.strip()[:2000],
@@ -595,6 +610,7 @@ def probe(request, out):
     argv = ["--config", config] + list(request.get("extra_argv") or [])
     stage = "import"
     log = LogCapture(lambda: tracer)
+    parser_errors = keep_parser_errors()
     try:
         import torch
 
@@ -635,7 +651,7 @@ def probe(request, out):
     except BaseException as exc:  # SGLang's own verdict, whatever it raised
         if isinstance(exc, KeyboardInterrupt):
             raise
-        report["error"] = error_report(exc, tracer or Tracer(None), request.get("_stderr_tail", ""))
+        report["error"] = error_report(exc, tracer or Tracer(None), parser_errors)
         # Before 0.5.19 resolution runs while prepare_server_args builds the record.
         report["error"]["stage"] = "resolve" if stage == "parse" and tracer is not None \
             and tracer.asked is not None else stage

@@ -1,0 +1,263 @@
+"""sglang_resolve and its probe against a small fake sglang package laid out like the real
+one: a parser, a record whose resolution writes fields (<= 0.5.18) or declares them
+(0.5.19+), an import that needs the NVIDIA driver, and torch's device queries. The real
+releases are asked in tests/integration/test_resolve_real_sglang.py."""
+
+import os
+import sys
+import textwrap
+
+import pytest
+from support import load_module
+
+resolve_mod = load_module("sglang_resolve")
+GPUS = {"count": 2, "name": "NVIDIA RTX A6000", "memory_mib": 49140, "compute_capability": "8.6"}
+
+TORCH = '''
+class _Cuda:
+    def is_available(self):
+        raise RuntimeError("the probe must answer device queries itself")
+cuda = _Cuda()
+class version:
+    cuda = "13.0"
+__version__ = "0.0-fake"
+'''
+
+NEEDS_DRIVER = '''
+raise ImportError("libcuda.so.1: cannot open shared object file: No such file or directory")
+'''
+
+SERVER_ARGS = '''
+import argparse
+import dataclasses
+import logging
+import os
+from typing import Optional
+
+import needs_driver  # like sgl_kernel: its import needs libcuda.so.1
+import torch
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class Graphs:
+    backend: Optional[str] = None
+
+
+@dataclasses.dataclass
+class ServerArgs:
+    model_path: str = ""
+    tp_size: int = 1
+    max_running_requests: Optional[int] = None
+    speculative_algorithm: Optional[str] = None
+    prefill: Graphs = dataclasses.field(default_factory=Graphs)
+    strategy: str = "auto"
+
+    def __post_init__(self):
+        if not STAGED:
+            self.resolve()
+
+    def resolve(self):
+        if self.speculative_algorithm == "NEXTN":
+            self.speculative_algorithm = "EAGLE"                     # line WRITE_ALGO
+        if self.speculative_algorithm and self.max_running_requests is None:
+            self.max_running_requests = 48 if torch.cuda.device_count() == 2 else 1
+        self.prefill.backend = "disabled" if torch.cuda.get_device_capability()[0] < 9 else "on"
+        logger.warning("Breakable graph is incompatible; disabling prefill graph.")
+        if self.strategy == "raise":
+            raise ValueError("strategy raise is not supported with " + os.environ.get("WHO", "?"))
+
+    @staticmethod
+    def add_cli_args(parser):
+        parser.add_argument("--config")
+        parser.add_argument("--model-path", default="")
+        parser.add_argument("--tp-size", type=int, default=1)
+        parser.add_argument("--max-running-requests", type=int)
+        parser.add_argument("--speculative-algorithm")
+        parser.add_argument("--strategy", default="auto")
+
+
+def prepare_server_args(argv):
+    parser = argparse.ArgumentParser(prog="fake")
+    ServerArgs.add_cli_args(parser)
+    import json
+    path = argv[argv.index("--config") + 1]
+    with open(path) as handle:
+        data = json.load(handle)
+    for key in data:
+        if key not in ("model-path", "tp-size", "max-running-requests",
+                       "speculative-algorithm", "strategy"):
+            parser.error(f"unrecognized arguments: --{key}")
+    raw = parser.parse_args([a for k, v in data.items() for a in (f"--{k}", str(v))])
+    return ServerArgs(model_path=raw.model_path, tp_size=raw.tp_size,
+                      max_running_requests=raw.max_running_requests,
+                      speculative_algorithm=raw.speculative_algorithm, strategy=raw.strategy)
+'''
+
+STAGED_METHODS = '''
+def _declare(self, source, **fields):
+    stash = getattr(self, "_resolved_overrides", None)
+    if stash is None:
+        stash = []
+        self._resolved_overrides = stash
+    stash.append((source, dict(fields)))
+
+
+def _handle_spec(self):
+    _declare(self, "_handle_spec", max_running_requests=48)          # line DECLARE
+
+
+def resolve_once(self):
+    self._resolved_overrides = list(getattr(self, "_resolved_overrides", ()))
+    _handle_spec(self)
+
+
+def resolved_dict(self):
+    out = dataclasses.asdict(self)
+    for _source, fields in self._resolved_overrides:
+        out.update(fields)
+    return out
+
+
+ServerArgs.resolve_once = resolve_once
+ServerArgs.resolved_dict = resolved_dict
+'''
+
+
+def fake_sglang(tmp_path, staged):
+    site = tmp_path / "site-packages"
+    (site / "sglang" / "srt").mkdir(parents=True)
+    (site / "sglang" / "__init__.py").write_text("")
+    (site / "sglang" / "srt" / "__init__.py").write_text("")
+    source = f"STAGED = {staged}\n" + SERVER_ARGS + (STAGED_METHODS if staged else "")
+    (site / "sglang" / "srt" / "server_args.py").write_text(source)
+    (site / "torch.py").write_text(TORCH)
+    (site / "needs_driver.py").write_text(NEEDS_DRIVER)
+    dist = site / "sglang-9.9.9.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 9.9.9\n")
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    os.symlink(sys.executable, venv / "bin" / "python")
+    lines = source.splitlines()
+    return venv, site, {tag: lines.index(next(l for l in lines if tag in l)) + 1
+                        for tag in ("WRITE_ALGO", "DECLARE")
+                        if any(tag in l for l in lines)}
+
+
+def run(venv, site, args, **extra):
+    params = {"venv": str(venv), "args": args, "gpus": GPUS,
+              "env": {"PYTHONPATH": str(site), **extra.pop("env", {})}, "timeout": 60, **extra}
+    return resolve_mod.resolve(params)
+
+
+ARGS = {"model-path": "/m", "tp-size": 2, "speculative-algorithm": "NEXTN"}
+
+
+def test_writes_in_post_init_are_traced_to_their_line(tmp_path):
+    venv, site, lines = fake_sglang(tmp_path, staged=False)
+    out = run(venv, site, ARGS)
+    assert out["ran"] and out["error"] is None, out
+    assert out["entry"] == "ServerArgs.__post_init__" and out["sglang_version"] == "9.9.9"
+    changes = {c["field"]: c for c in out["changes"]}
+    algo = changes["speculative_algorithm"]
+    assert (algo["asked"], algo["resolved"]) == ("NEXTN", "EAGLE")
+    assert (algo["file"], algo["line"], algo["function"]) == (
+        "sglang/srt/server_args.py", lines["WRITE_ALGO"], "ServerArgs.resolve")
+    # Device queries answered from the description: 2 GPUs, capability 8.6.
+    assert changes["max_running_requests"]["resolved"] == 48
+    # A write into a nested record is traced to its line too.
+    assert changes["prefill.backend"]["resolved"] == "disabled"
+    assert changes["prefill.backend"]["file"] == "sglang/srt/server_args.py"
+    assert "tp_size" not in changes  # asked and kept
+    assert out["stubbed"] == {"needs_driver": "ImportError: libcuda.so.1: cannot open shared "
+                                              "object file: No such file or directory"}
+    assert [r["message"] for r in out["log"]] == [
+        "Breakable graph is incompatible; disabling prefill graph."]
+    assert out["sandbox"] == {"used": False, "how": "unsandboxed: no sandbox asked for"}
+
+
+def test_declarations_of_staged_resolution_are_traced_to_the_declaring_function(tmp_path):
+    venv, site, lines = fake_sglang(tmp_path, staged=True)
+    out = run(venv, site, ARGS)
+    assert out["entry"] == "ServerArgs.resolve_once" and out["error"] is None, out
+    change = [c for c in out["changes"] if c["field"] == "max_running_requests"][0]
+    assert (change["asked"], change["resolved"]) == (None, 48)
+    assert (change["line"], change["function"], change["source"]) == (
+        lines["DECLARE"], "_handle_spec", "_handle_spec")
+
+
+def test_an_error_sglang_raises_comes_back_with_its_type_message_and_line(tmp_path):
+    venv, site, _ = fake_sglang(tmp_path, staged=False)
+    out = run(venv, site, {**ARGS, "strategy": "raise"}, env={"WHO": "the release env"})
+    assert out["ran"] and out["resolved"] is None
+    err = out["error"]
+    assert (err["type"], err["file"], err["function"], err["stage"]) == (
+        "ValueError", "sglang/srt/server_args.py", "resolve", "resolve")
+    assert err["message"] == "strategy raise is not supported with the release env"
+
+
+def test_an_unknown_argument_is_the_parsers_own_message(tmp_path):
+    venv, site, _ = fake_sglang(tmp_path, staged=False)
+    out = run(venv, site, {**ARGS, "cuda-graph-max-bs": 8})
+    err = out["error"]
+    assert (err["type"], err["stage"]) == ("SystemExit", "parse")
+    assert err["message"] == "fake: error: unrecognized arguments: --cuda-graph-max-bs"
+    assert out["unknown_flags"][0]["name"] == "cuda-graph-max-bs"
+
+
+def test_an_ml_env_that_cannot_import_sglang_is_a_reason_not_a_verdict(tmp_path):
+    venv, site, _ = fake_sglang(tmp_path, staged=False)
+    (site / "torch.py").unlink()
+    out = run(venv, site, ARGS)
+    assert not out["ran"] and out["error"] is None
+    assert out["reason"].startswith("sglang could not be imported: ModuleNotFoundError")
+
+
+def test_no_python_and_no_gpus_are_reasons(tmp_path):
+    out = resolve_mod.resolve({"venv": str(tmp_path), "args": {}, "gpus": GPUS})
+    assert not out["ran"] and "no Python at" in out["reason"]
+    venv, site, _ = fake_sglang(tmp_path, staged=False)
+    out = resolve_mod.resolve({"venv": str(venv), "args": {}, "gpus": {},
+                               "nvidia_smi": "no-such-nvidia-smi"})
+    assert not out["ran"] and "no GPU to describe" in out["reason"]
+
+
+def test_host_gpus_read_from_nvidia_smi(tmp_path):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(textwrap.dedent("""\
+        #!/bin/sh
+        echo "0, NVIDIA RTX A6000, 49140, 8.6"
+        echo "1, NVIDIA RTX A6000, 49140, 8.6"
+        """))
+    smi.chmod(0o755)
+    assert resolve_mod.host_gpus(str(smi)) == GPUS
+
+
+@pytest.mark.parametrize("gpus, words", [
+    ({"count": 0, "name": "x", "memory_mib": 1, "compute_capability": "8.6"}, "gpus.count"),
+    ({"count": 2, "name": "x", "memory_mib": True, "compute_capability": "8.6"}, "gpus.memory_mib"),
+    ({"count": 2, "name": "x", "memory_mib": 1, "compute_capability": "eight"}, "compute_capability"),
+    ({"count": 2, "name": "x", "memory_mib": 1, "compute_capability": "8.6", "vram": 1}, "unknown keys"),
+])
+def test_bad_gpu_descriptions_are_refused(gpus, words):
+    assert words in resolve_mod.check_gpus(gpus)
+
+
+def test_the_sandbox_runs_as_the_unit_would():
+    argv = resolve_mod.sandbox_argv(
+        {"user": "sglang", "group": "sglang", "env_file": "/nonexistent/sglang.env",
+         "properties": ["ProtectSystem=strict", "ReadWritePaths=/opt/sglang/cache -/var/x",
+                        "Environment=TRITON_HOME=/opt/sglang/cache"]},
+        "/opt/ml-env/bin/python", {"CUDA_VISIBLE_DEVICES": "0,1"})
+    assert argv[:5] == ["systemd-run", "--quiet", "--wait", "--pipe", "--collect"]
+    props = [argv[i + 1] for i, a in enumerate(argv) if a == "-p"]
+    assert "User=sglang" in props and "Group=sglang" in props
+    # The env file is not written yet (check mode): its variables go one by one.
+    assert "Environment=CUDA_VISIBLE_DEVICES=0,1" in props
+    assert not any(p.startswith("EnvironmentFile=") for p in props)
+    # Writable paths that may not exist yet are optional, as "-" marks them.
+    assert "ReadWritePaths=-/opt/sglang/cache -/var/x" in props
+    assert "ProtectSystem=strict" in props and "Environment=TRITON_HOME=/opt/sglang/cache" in props
+    assert argv[-2:] == ["--", "/opt/ml-env/bin/python"]
