@@ -54,7 +54,7 @@ def assert_still_serving(host, before):
             # The ml-env holds the sglang wheel only (no torch): SGLang cannot resolve, so the
             # verdict comes from its sources, where this hit is certain.
             "blacklisted-architecture-on-0.5.12",
-            {"sglang_version": "0.5.12",
+            {"sglang_version": "0.5.12", "sglang_model_path": "/srv/models/Qwen3-Next-80B-A3B",
              "sglang_profile": {"description": "Qwen3-Next on 0.5.12", "min_sglang_version": "0.5.10",
                                 "model": {"path": "/srv/models/Qwen3-Next-80B-A3B"},
                                 "args": {"tp-size": 2}},
