@@ -53,6 +53,7 @@ class ServerArgs:
     speculative_algorithm: Optional[str] = None
     prefill: Graphs = dataclasses.field(default_factory=Graphs)
     strategy: str = "auto"
+    gpu_memory: Optional[int] = None
 
     def __post_init__(self):
         if not STAGED:
@@ -64,6 +65,10 @@ class ServerArgs:
         if self.speculative_algorithm and self.max_running_requests is None:
             self.max_running_requests = 48 if torch.cuda.device_count() == 2 else 1
         self.prefill.backend = "disabled" if torch.cuda.get_device_capability()[0] < 9 else "on"
+        import subprocess
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader"],
+                             capture_output=True, text=True, check=True)
+        self.gpu_memory = int(smi.stdout.split()[0])
         logger.warning("Breakable graph is incompatible; disabling prefill graph.")
         if self.strategy == "raise":
             raise ValueError("strategy raise is not supported with " + os.environ.get("WHO", "?"))
@@ -167,6 +172,8 @@ def test_writes_in_post_init_are_traced_to_their_line(tmp_path):
         "sglang/srt/server_args.py", lines["WRITE_ALGO"], "ServerArgs.resolve")
     # Device queries answered from the description: 2 GPUs, capability 8.6.
     assert changes["max_running_requests"]["resolved"] == 48
+    # nvidia-smi on PATH answers from the description too.
+    assert changes["gpu_memory"]["resolved"] == 49140
     # A write into a nested record is traced to its line too.
     assert changes["prefill.backend"]["resolved"] == "disabled"
     assert changes["prefill.backend"]["file"] == "sglang/srt/server_args.py"

@@ -60,86 +60,62 @@ class Gpus:
             is_integrated=False, is_multi_gpu_board=False, uuid="described",
             L2_cache_size=0, gcnArchName="", warp_size=32)
 
-    def smi_answer(self, fields):
-        values = {
-            "index": lambda i: str(i), "name": lambda i: self.name,
-            "memory.total": lambda i: str(self.memory_mib),
-            "memory.used": lambda i: "0", "memory.free": lambda i: str(self.memory_mib),
-            "compute_cap": lambda i: "%d.%d" % self.capability,
-            "pci.bus_id": lambda i: "00000000:%02X:00.0" % (i + 1),
-        }
-        unknown = [f for f in fields if f not in values]
-        if unknown:
-            return None, "described GPUs cannot answer --query-gpu=%s" % ",".join(unknown)
-        rows = [", ".join(values[f](i) for f in fields) for i in range(self.count)]
-        return "\n".join(rows) + "\n", None
+    def smi_rows(self):
+        """What `nvidia-smi --query-gpu=<field>,...` would print, per GPU and field."""
+        return [{"index": str(i), "name": self.name, "memory.total": str(self.memory_mib),
+                 "memory.used": "0", "memory.free": str(self.memory_mib),
+                 "compute_cap": "%d.%d" % self.capability,
+                 "pci.bus_id": "00000000:%02X:00.0" % (i + 1)} for i in range(self.count)]
 
 
 FAKE_SMI = r'''#!%(python)s
 # nvidia-smi answering --query-gpu from a description (sglang_resolve; never a real GPU).
 import json, sys
-desc = json.loads(%(desc)r)
-fields = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--query-gpu=")]
-if not fields:
-    sys.stderr.write("described GPUs: only --query-gpu is answered\n"); sys.exit(1)
-fields = fields[0].split(",")
-rows = desc["rows"]
-missing = [f for f in fields if f not in rows[0]] if rows else []
-if missing:
-    sys.stderr.write("described GPUs cannot answer %%s\n" %% missing); sys.exit(1)
+rows = json.loads(%(rows)r)
+asked = [a.split("=", 1)[1].split(",") for a in sys.argv[1:] if a.startswith("--query-gpu=")]
+if not asked or (rows and set(asked[0]) - set(rows[0])):
+    sys.stderr.write("described GPUs answer --query-gpu=%%s only\n" %% ",".join(rows[0] if rows else []))
+    sys.exit(1)
 for row in rows:
-    print(", ".join(row[f] for f in fields))
+    print(", ".join(row[f] for f in asked[0]))
 '''
 
 
 def install_fake_nvidia_smi(gpus, workdir):
-    fields = ["index", "name", "memory.total", "memory.used", "memory.free", "compute_cap",
-              "pci.bus_id"]
-    text, _ = gpus.smi_answer(fields)
-    rows = [dict(zip(fields, line.split(", "))) for line in text.splitlines() if line]
+    """An nvidia-smi first on PATH that answers from the description (SGLang runs it)."""
     bindir = os.path.join(workdir, "bin")
     os.makedirs(bindir, exist_ok=True)
     path = os.path.join(bindir, "nvidia-smi")
     with open(path, "w", encoding="utf-8") as handle:
-        handle.write(FAKE_SMI % {"python": sys.executable, "desc": json.dumps({"rows": rows})})
+        handle.write(FAKE_SMI % {"python": sys.executable, "rows": json.dumps(gpus.smi_rows())})
     os.chmod(path, 0o755)
     os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
 
 
 def describe_torch(torch, gpus):
     """Answer torch.cuda's device queries from the description; nothing reaches a driver."""
-    cuda = torch.cuda
 
-    def device_index(device=None):
-        if device is None:
-            return 0
+    def checked(device=None):
         index = getattr(device, "index", device)
         if isinstance(index, str):
             index = index.rsplit(":", 1)[-1] if ":" in index else 0
-        return int(index or 0)
-
-    def checked(device=None):
-        index = device_index(device)
-        if not 0 <= index < max(gpus.count, 1):
+        if not 0 <= int(index or 0) < max(gpus.count, 1):
             raise AssertionError("Invalid device id (described GPUs: %d)" % gpus.count)
-        return index
 
     answers = {
         "is_available": lambda: gpus.count > 0,
         "device_count": lambda: gpus.count,
         "current_device": lambda: 0,
-        "get_device_capability": lambda device=None: (checked(device), gpus.capability)[1],
-        "get_device_name": lambda device=None: (checked(device), gpus.name)[1],
-        "get_device_properties": lambda device=None: (checked(device), gpus.properties())[1],
+        "get_device_capability": lambda device=None: checked(device) or gpus.capability,
+        "get_device_name": lambda device=None: checked(device) or gpus.name,
+        "get_device_properties": lambda device=None: checked(device) or gpus.properties(),
         "mem_get_info": lambda device=None: (gpus.memory_mib * MiB, gpus.memory_mib * MiB),
         "is_bf16_supported": lambda *a, **k: gpus.capability >= (8, 0),
     }
     for name, answer in answers.items():
-        setattr(cuda, name, answer)
-    # Some callers go through torch.cuda's submodules or the private _C names.
-    for name in ("device_count",):
-        if hasattr(torch, "_C") and hasattr(torch._C, "_cuda_getDeviceCount"):
-            torch._C._cuda_getDeviceCount = answers[name]
+        setattr(torch.cuda, name, answer)
+    if hasattr(getattr(torch, "_C", None), "_cuda_getDeviceCount"):
+        torch._C._cuda_getDeviceCount = answers["device_count"]
 
 
 # ---- inert stand-ins for packages that need the driver ------------------------------------
@@ -592,7 +568,7 @@ def probe(request, out):
     report = {"sglang_version": None, "entry": None, "resolved": None, "asked": None,
               "changes": [], "error": None, "unknown_flags": [], "known_flags": 0,
               "stubbed": {}, "driver": None, "gpus": vars(gpus).copy(), "python": sys.executable,
-              "uid": os.getuid(), "notes": []}
+              "uid": os.getuid()}
     report["gpus"]["capability"] = list(gpus.capability)
 
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
