@@ -26,11 +26,15 @@ if [[ ! -f "$lock" ]]; then
   exit 1
 fi
 hash=$( (cat "$lock"; echo "uv==${uv_version}") | sha256sum | cut -c1-8)
-root="${SGLANG_DEPLOY_CACHE:-$HOME/.cache/sglang-deploy}/wheelhouse-full"
+root="$HOME/.cache/sglang-deploy/wheelhouse-full"
 dest="$root/sglang-${version}-py${pyver}-${platform}-${hash}"
+
+# The unhashed name points at the last complete build: what molecule/real mounts.
+link() { ln -sfn "$(basename "$dest")" "$root/sglang-${version}-py${pyver}-${platform}"; }
 
 if [[ -f "$dest/.complete" ]]; then
   echo "wheelhouse-full: $dest is complete" >&2
+  link
   echo "$dest"
   exit 0
 fi
@@ -57,4 +61,5 @@ mv "$partial" "$dest"
 du -sh "$dest" | awk -v n="$count" -v s="$(( $(date +%s) - start ))" \
   '{print "wheelhouse-full: " n " wheels, " $1 ", built in " s " s"}' >&2
 touch "$dest/.complete"
+link
 echo "$dest"
