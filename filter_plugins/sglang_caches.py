@@ -54,9 +54,18 @@ def sglang_unit_cache_env(cache_dir):
     return [f"Environment={name}={value}" for name, value in sglang_cache_env(cache_dir).items()]
 
 
+def sglang_unit_hub_env(model_path):
+    """`Environment=HF_HUB_OFFLINE=1` when the model is a local directory (an absolute path):
+    SGLang then never reaches the hub (no download into the cache, no waiting on a network it
+    may not have). A hub id gets nothing. sglang_env can still set HF_HUB_OFFLINE itself."""
+    path = str(model_path or "")
+    return ["Environment=HF_HUB_OFFLINE=1"] if os.path.isabs(path) else []
+
+
 class FilterModule:
     def filters(self):
         return {
             "sglang_cache_env": sglang_cache_env,
             "sglang_unit_cache_env": sglang_unit_cache_env,
+            "sglang_unit_hub_env": sglang_unit_hub_env,
         }

@@ -78,3 +78,9 @@ def test_the_unit_lines_come_with_the_sandbox_only():
         caches.sglang_unit_cache_env("/opt/sglang/cache")
     # Without a sandbox the home is writable and SGLang's defaults stand.
     assert render.sglang_unit_hardening({}, ["/opt/ml-env"], "/opt/sglang/cache") == []
+
+
+def test_a_local_model_directory_keeps_sglang_off_the_hub():
+    assert caches.sglang_unit_hub_env("/srv/models/Qwen3.6-27B") == ["Environment=HF_HUB_OFFLINE=1"]
+    assert caches.sglang_unit_hub_env("Qwen/Qwen3.6-27B") == []
+    assert caches.sglang_unit_hub_env("") == []

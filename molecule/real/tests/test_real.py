@@ -65,6 +65,7 @@ def test_the_unit_is_the_deployed_one(host):
     unit = host.file(f"/etc/systemd/system/{UNIT}.service").content_string
     assert "User=sglang" in unit and "ProtectSystem=strict" in unit
     assert "ExecStart=/opt/sglang/current/launch" in unit
+    assert "Environment=HF_HUB_OFFLINE=1" in unit  # a local model directory
     launch = host.file(f"{BASE}/current/launch").content_string
     assert "sglang.launch_server" in launch and "sglang_standin" not in launch
 
