@@ -7,11 +7,16 @@ same sandbox, and still there after a restart.
 """
 
 import json
+import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "tests"))
+from support.runner import play  # noqa: E402
 
 BASE = "/opt/sglang"
 CACHE = f"{BASE}/cache"
@@ -191,3 +196,19 @@ def test_the_release_records_the_ml_envs_whole_package_set(host):
     assert "sglang==0.5.23" in lines and "torch==2.14.1" in lines
     now = in_host([f"{VENV}/bin/python", "-c", LIST_PACKAGES]).splitlines()
     assert sorted(lines) == sorted(now)
+
+
+def test_a_refused_deploy_leaves_the_ml_env_as_it_was(host):
+    # The install adds a package (uv, from the same wheelhouse), then preflight refuses an
+    # argument 0.5.23 does not know: the set read before the install is put back.
+    before = in_host([f"{VENV}/bin/python", "-m", "pip", "freeze", "--all"]).splitlines()
+    out = play("deploy.yml", {"sglang_pip_extra_packages": ["uv==0.13.9"],
+                              "sglang_server_args": {"cuda-graph-max-bs": 8}})
+    assert out["status"] == "failed"
+    assert "cuda-graph-max-bs" in out["msg"], out["msg"]
+    after = in_host([f"{VENV}/bin/python", "-m", "pip", "freeze", "--all"]).splitlines()
+    print(f"\npip freeze --all before the refused deploy: {len(before)} packages, after: "
+          f"{len(after)}, identical: {after == before}")
+    assert after == before
+    refused = sorted(host.check_output(f"ls -1 {BASE}/releases").split())[-1]
+    assert "uv==0.13.9" in host.check_output(f"cat {BASE}/releases/{refused}/packages.txt")
