@@ -11,7 +11,7 @@ export PY_COLORS ?= 0
 DEMO_HOST ?= sglang-demo
 IMAGE ?= localhost/sglang-deploy-host:bookworm
 
-.PHONY: setup host-packages lint unit integration bench molecule test demo demo-clean
+.PHONY: setup host-packages wheelhouse-full lint unit integration bench molecule test demo demo-clean
 
 setup: host-packages $(VENV)/.installed
 
@@ -39,7 +39,12 @@ integration: setup
 bench: setup
 	python tests/bench/bench_smoke.py
 
-molecule: setup
+# The full sglang install's wheels for molecule/real (~4 GB, ~1 min once; cached outside the
+# clone in ~/.cache/sglang-deploy/wheelhouse-full/, keyed by version, Python and pinned set).
+wheelhouse-full: setup
+	bash scripts/build-wheelhouse-full.sh >/dev/null
+
+molecule: setup wheelhouse-full
 	molecule test --all
 
 test: lint unit integration bench molecule

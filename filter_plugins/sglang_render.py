@@ -15,6 +15,7 @@ from ansible.errors import AnsibleFilterError
 # Ansible loads each filter file on its own: make the sibling helper importable.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sglang_filter_errors import own_errors  # noqa: E402
+from sglang_caches import sglang_unit_cache_env  # noqa: E402
 
 
 ARG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -275,9 +276,10 @@ def sglang_unit_hardening(hardening, paths=(), cache_dir="", read_write_paths=()
     """The unit's sandboxing lines for sglang_service_hardening (a mapping; empty = none).
 
     ProtectHome is derived unless set: "yes" when the ml-env, model and base directory all
-    live outside /root and /home, else "read-only". With any hardening the caches SGLang
-    compiles into (Triton, FlashInfer, the hub) are moved to `cache_dir`, the one writable
-    place next to `read_write_paths`.
+    live outside /root and /home, else "read-only". With any hardening every cache SGLang and
+    its kernels write (sglang_caches.py: SGLang, its JIT, Triton, Inductor, CUDA, TileLang,
+    FlashInfer, the hub) is moved to `cache_dir`, the one writable place next to
+    `read_write_paths`.
     """
     hardening = {} if hardening is None else _plain(hardening)
     if not isinstance(hardening, dict):
@@ -311,10 +313,7 @@ def sglang_unit_hardening(hardening, paths=(), cache_dir="", read_write_paths=()
                 f"sglang_service_read_write_paths: {path!r} must be an absolute path without spaces")
     if writable:
         lines.append("ReadWritePaths=" + " ".join(writable))
-    if cache_dir:
-        lines += [f"Environment=XDG_CACHE_HOME={cache_dir}", f"Environment=TRITON_HOME={cache_dir}",
-                  f"Environment=FLASHINFER_WORKSPACE_BASE={cache_dir}"]
-    return lines
+    return lines + sglang_unit_cache_env(cache_dir)
 
 
 NCCL_ENV = re.compile(r"^(NCCL|GLOO|UCX|TP_SOCKET)_[A-Z0-9_]+$")

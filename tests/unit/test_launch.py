@@ -75,6 +75,17 @@ def test_sigterm_is_forwarded_and_the_exit_code_kept(release):
     assert proc.returncode == 7
 
 
+def test_sglang_killing_itself_ends_the_launcher_the_same_way(release):
+    # SGLang 0.5.23's kill_process_tree(include_parent=True) SIGKILLs the server when its
+    # scheduler fails (seen under the real unit in molecule/real).
+    (release / "fake_sglang.py").write_text(
+        FAKE_SGLANG + "\nimport os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    proc = _launch(release)
+    out = proc.communicate(timeout=30)[0].decode()
+    assert "Traceback" not in out, out
+    assert proc.returncode == -signal.SIGKILL
+
+
 @pytest.mark.parametrize("secrets", ["{}", None])
 def test_without_keys_sglang_is_exec_d_directly(release, secrets):
     if secrets is None:

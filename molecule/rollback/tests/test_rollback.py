@@ -38,6 +38,21 @@ def serves(host):
     return answer["usage"]["completion_tokens"] == 4
 
 
+VENV = "/opt/ml-env"
+
+
+def freeze(host):
+    return host.check_output(f"{VENV}/bin/python -m pip freeze --all").splitlines()
+
+
+def installed(host):
+    """The ml-env's set as packages.txt records it: name==version from package metadata."""
+    return sorted(host.check_output(
+        f"{VENV}/bin/python -c 'import importlib.metadata as m; "
+        "[print(d.metadata[\"Name\"] + \"==\" + d.version) for d in m.distributions()]'"
+    ).splitlines())
+
+
 def newest(host):
     return sorted(releases(host))[-1]
 
@@ -101,8 +116,18 @@ def test_a_good_release_e_then_rollback_by_hand_to_a(host):
                for d in (ds if isinstance(ds, list) else [ds]))
     assert current(host) == STATE["e"]  # check mode changed nothing
 
+    # The ml-env drifts while E serves (a package removed by hand): the rollback puts back
+    # A's whole recorded set (packages.txt), not only its sglang version.
+    recorded = host.check_output(f"cat {BASE}/releases/{STATE['a']}/packages.txt").splitlines()[1:]
+    assert any(line.lower().startswith("pyyaml==") for line in recorded)
+    host.run_expect([0], f"{VENV}/bin/python -m pip uninstall -y -q pyyaml")
+    before = freeze(host)
     out = play("playbooks/rollback.yml", {"sglang_rollback_to": STATE["a"]})
     assert out["status"] == "successful", out["msg"]
+    after = freeze(host)
+    print(f"\npip freeze before the rollback: {before}\npip freeze after: {after}")
+    assert not any(p.lower().startswith("pyyaml==") for p in before)
+    assert installed(host) == sorted(recorded)
     assert current(host) == STATE["a"] and serves(host)
     assert manifest(host, STATE["a"])["status"] == "good"
     assert manifest(host, STATE["e"])["status"] == "rolled-back"

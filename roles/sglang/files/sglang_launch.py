@@ -199,8 +199,10 @@ def run(command, secrets_path, fifo_dir=None, out_fd=1, via="config"):
     if writer:
         writer.join(timeout=1)
     if code < 0:
-        # End the way SGLang ended, so systemd sees the same signal.
-        signal.signal(-code, signal.SIG_DFL)
+        # End the way SGLang ended, so systemd sees the same signal. SGLang ends itself with
+        # SIGKILL (kill_process_tree) when a child fails; that one has no handler to reset.
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     return code
 

@@ -20,6 +20,7 @@ options:
   max_tokens: {description: Tokens to generate., type: int, default: 8}
   api_key: {description: Bearer key of the server., type: str, default: "", no_log: true}
   journal_lines: {description: Journal lines returned on failure., type: int, default: 40}
+  stage_timeouts: {description: "Seconds per start-up stage (module_utils/sglang_stages.py), e.g. {weights loaded: 1800}.", type: dict, default: {}}
 """
 
 RETURN = r"""
@@ -28,12 +29,14 @@ model: {description: Model that answered., type: str, returned: success}
 completion_tokens: {description: Tokens the server reported in usage., type: int, returned: success}
 generation_ms: {description: Wall time of the readiness completion., type: float, returned: success}
 journal: {description: The unit's last journal lines., type: list, returned: failure}
+stages: {description: Start-up stages reached, with seconds from the start of the wait., type: list, returned: when unit is set}
 """
 
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_http import HttpError, request
+from ansible.module_utils.sglang_stages import StageOverdue, StageWatch, invocation_lines
 from ansible.module_utils.sglang_systemd import journal_tail, unit_state
 
 
@@ -128,16 +131,36 @@ def main():
             "max_tokens": {"type": "int", "default": 8},
             "api_key": {"type": "str", "default": "", "no_log": True},
             "journal_lines": {"type": "int", "default": 40},
+            "stage_timeouts": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
+    unit = module.params["unit"]
     try:
-        result = wait_ready(module.params)
+        watch = StageWatch(module.params["stage_timeouts"], invocation_lines(unit),
+                           time.monotonic) if unit else None
+    except ValueError as exc:
+        module.fail_json(msg=f"stage_timeouts: {exc}")
+
+    def unit_and_stage_check(name):
+        # The journal first: a crash is reported with the last stage it reached.
+        try:
+            watch.check()
+            overdue = None
+        except StageOverdue as exc:
+            overdue = exc
+        check_unit(name)
+        if overdue:
+            raise Failed(str(overdue)) from overdue
+
+    try:
+        result = wait_ready(module.params, unit_check=unit_and_stage_check if watch else check_unit)
     except Failed as exc:
-        journal = journal_tail(module.params["unit"], module.params["journal_lines"]) \
-            if module.params["unit"] else []
-        module.fail_json(msg=f"SGLang is not serving: {exc}", journal=journal)
-    module.exit_json(changed=False, **result)
+        journal = journal_tail(unit, module.params["journal_lines"]) if unit else []
+        stages = f" ({watch.summary()})" if watch else ""
+        module.fail_json(msg=f"SGLang is not serving: {exc}{stages}", journal=journal,
+                         stages=watch.reached if watch else [])
+    module.exit_json(changed=False, stages=watch.reached if watch else [], **result)
 
 
 if __name__ == "__main__":

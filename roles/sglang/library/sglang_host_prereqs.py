@@ -1,0 +1,206 @@
+#!/usr/bin/python
+"""What a GPU host needs before SGLang can start there, read before anything changes."""
+
+DOCUMENTATION = r"""
+module: sglang_host_prereqs
+short_description: Read a GPU host's prerequisites for SGLang and judge them
+description:
+  - Read-only (runs in check mode, changes nothing). Reads the NVIDIA driver version
+    (nvidia-smi), the CUDA version the ml-env's torch is built for (the installed
+    C(torch/version.py), else the torch wheel in the wheelhouse the install will use),
+    whether nvidia-uvm is loaded and nvidia-modprobe present, a C compiler and the Python
+    headers (Triton and FlashInfer compile on first use), nvcc, systemd's version and free
+    disk space.
+  - Judges them. GPU checks apply where a driver is found; a host without one only gets a
+    warning (SGLang will stop at CUDA initialisation there). Each failure says what to do.
+options:
+  nvidia_smi: {description: nvidia-smi to run., type: str, default: nvidia-smi}
+  venv: {description: The ml-env., type: path, required: true}
+  python: {description: The interpreter that makes the ml-env (its headers)., type: str, default: python3}
+  wheelhouse: {description: Wheelhouse directory on the host, if any., type: str, default: ""}
+  cuda_min_driver: {description: CUDA version -> minimum Linux driver., type: dict, default: {}}
+  hardening: {description: The unit's sandbox settings (sglang_service_hardening)., type: dict, default: {}}
+  disk: {description: "Free space needed: list of {path, gb, what}.", type: list, elements: dict, default: []}
+"""
+
+RETURN = r"""
+facts: {description: What was read., type: dict, returned: always}
+failures: {description: Refusals, each with what to do., type: list, returned: always}
+warnings_: {description: What may fail later, with what to do., type: list, returned: always}
+exec_start_pre: {description: Lines the unit needs (nvidia-modprobe for nvidia-uvm)., type: list, returned: always}
+"""
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import zipfile
+
+from ansible.module_utils.basic import AnsibleModule
+
+CUDA_LINE = re.compile(r"^cuda\s*(?::\s*[^=]+)?=\s*['\"]([0-9.]+)['\"]", re.M)
+# Hardening settings that older systemd mishandles on a GPU host: (setting, first good
+# version, why).
+MISHANDLED = [
+    ("ProtectClock", 252, "adds a device allow-list that hides /dev/nvidia* (systemd#18142)"),
+]
+MODPROBE_PATHS = ("/usr/bin/nvidia-modprobe", "/usr/sbin/nvidia-modprobe")
+
+
+def version_tuple(text):
+    return tuple(int(x) for x in re.findall(r"\d+", str(text)))
+
+
+def torch_cuda_installed(venv):
+    """CUDA version of the torch installed in `venv` (its torch/version.py), or None."""
+    for path in glob.glob(os.path.join(venv, "lib", "python*", "site-packages", "torch",
+                                       "version.py")):
+        with open(path, encoding="utf-8") as handle:
+            found = CUDA_LINE.search(handle.read())
+        if found:
+            return found.group(1)
+    return None
+
+
+def torch_cuda_wheel(wheelhouse):
+    """CUDA version of the newest torch wheel in `wheelhouse`: (version, wheel) or (None, None)."""
+    wheels = glob.glob(os.path.join(wheelhouse, "torch-*.whl")) if wheelhouse else []
+    for wheel in sorted(wheels, key=lambda w: version_tuple(os.path.basename(w).split("-")[1]),
+                        reverse=True):
+        try:
+            with zipfile.ZipFile(wheel) as archive:
+                found = CUDA_LINE.search(archive.read("torch/version.py").decode())
+        except (OSError, KeyError, zipfile.BadZipFile):
+            continue
+        return (found.group(1) if found else None), os.path.basename(wheel)
+    return None, None
+
+
+def min_driver(cuda, table):
+    """The minimum driver for `cuda` (exact major.minor, else the nearest lower entry)."""
+    if not cuda:
+        return None
+    want = version_tuple(cuda)[:2]
+    known = sorted(((version_tuple(k)[:2], v) for k, v in table.items()), reverse=True)
+    for version, driver in known:
+        if version <= want and version[0] == want[0]:
+            return str(driver)
+    return None
+
+
+def _run(argv):
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def _free_gb(path):
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    stat = os.statvfs(path)
+    return round(stat.f_bavail * stat.f_frsize / 1e9, 1)
+
+
+def read_facts(p):
+    driver = _run([p["nvidia_smi"], "--query-gpu=driver_version", "--format=csv,noheader"])
+    cuda, source = torch_cuda_installed(p["venv"]), "installed torch"
+    wheel_cuda, wheel = torch_cuda_wheel(p["wheelhouse"])
+    if wheel_cuda:
+        # The wheel is what the install puts in place: it decides.
+        cuda, source = wheel_cuda, wheel
+    systemd = _run(["systemctl", "--version"])
+    include = _run([p["python"], "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"])
+    try:
+        with open("/proc/modules", encoding="utf-8") as handle:
+            modules = handle.read()
+    except OSError:
+        modules = ""
+    nvcc = [c for c in (os.path.join(os.environ.get("CUDA_HOME", "/nonexistent"), "bin", "nvcc"),
+                        shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc") if c and os.path.exists(c)]
+    return {
+        "driver": driver.strip().splitlines()[0].strip() if driver and driver.strip() else None,
+        "torch_cuda": cuda, "torch_cuda_source": source if cuda else None,
+        "nvidia_uvm_loaded": "nvidia_uvm " in modules or os.path.exists("/dev/nvidia-uvm"),
+        "nvidia_modprobe": next((m for m in MODPROBE_PATHS if os.path.exists(m)), None),
+        "cc": shutil.which("cc") or shutil.which("gcc"),
+        "python_h": bool(include) and os.path.exists(os.path.join(include.strip(), "Python.h")),
+        "nvcc": nvcc[0] if nvcc else None,
+        "systemd": (version_tuple(systemd.split("\n", 1)[0]) or (0,))[0] if systemd else None,
+        "disk": [dict(d, free_gb=_free_gb(d["path"])) for d in p["disk"]],
+    }
+
+
+def judge(facts, cuda_min_driver, hardening):
+    """(failures, warnings, exec_start_pre) for the facts read."""
+    failures, warnings, pre = [], [], []
+    driver, cuda = facts["driver"], facts["torch_cuda"]
+    for item in facts["disk"]:
+        if item["free_gb"] < float(item["gb"]):
+            failures.append(
+                f"disk: {item['path']} has {item['free_gb']} GB free, {item['what']} needs "
+                f"{item['gb']} GB: free space there or point the variable elsewhere")
+    for setting, good, why in MISHANDLED:
+        value = (hardening or {}).get(setting)
+        if facts["systemd"] and facts["systemd"] < good and value not in (None, False, "no"):
+            failures.append(
+                f"systemd {facts['systemd']} < {good}: {setting}={value} {why}; set "
+                f"sglang_service_hardening.{setting}: null on this host")
+    if not driver:
+        warnings.append("no NVIDIA driver answers (nvidia-smi): SGLang will stop at CUDA "
+                        "initialisation here; install the driver on a GPU host")
+        return failures, warnings, pre
+    need = min_driver(cuda, cuda_min_driver)
+    if cuda and not need:
+        warnings.append(f"torch is built for CUDA {cuda}, which sglang_cuda_min_driver does "
+                        "not list: the driver version was not checked")
+    elif need and version_tuple(driver) < version_tuple(need):
+        failures.append(
+            f"driver: NVIDIA driver {driver} is older than {need}, which CUDA {cuda} needs "
+            f"(torch from {facts['torch_cuda_source']}): upgrade the driver to >= {need}, or pin "
+            "an SGLang release whose torch is built for an older CUDA")
+    if facts["nvidia_modprobe"]:
+        # After a reboot nvidia-uvm may be missing; the sandboxed unit cannot load it.
+        pre.append(f"+{facts['nvidia_modprobe']} -u -c=0")
+    elif not facts["nvidia_uvm_loaded"]:
+        failures.append("nvidia-uvm is not loaded and nvidia-modprobe is absent: the unit cannot "
+                        "load it (CUDA unknown error); `modprobe nvidia-uvm` and add it to "
+                        "/etc/modules-load.d/, or install nvidia-modprobe")
+    if not facts["cc"] or not facts["python_h"]:
+        failures.append("toolchain: Triton and FlashInfer compile kernels on first use and need a "
+                        "C compiler and the Python headers (" + ", ".join(
+                            what for what, ok in (("cc", facts["cc"]),
+                                                  ("Python.h", facts["python_h"])) if not ok)
+                        + " missing): install build-essential and python3-dev")
+    if not facts["nvcc"]:
+        warnings.append("nvcc not found (CUDA_HOME, PATH, /usr/local/cuda): SGLang kernels "
+                        "compiled at run time will fail unless the ml-env's nvidia-cuda-nvcc "
+                        "provides it; install the CUDA toolkit or set CUDA_HOME in sglang_env")
+    return failures, warnings, pre
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
+            "venv": {"type": "path", "required": True},
+            "python": {"type": "str", "default": "python3"},
+            "wheelhouse": {"type": "str", "default": ""},
+            "cuda_min_driver": {"type": "dict", "default": {}},
+            "hardening": {"type": "dict", "default": {}},
+            "disk": {"type": "list", "elements": "dict", "default": []},
+        },
+        supports_check_mode=True,
+    )
+    facts = read_facts(module.params)
+    failures, warnings, pre = judge(facts, module.params["cuda_min_driver"],
+                                    module.params["hardening"])
+    module.exit_json(changed=False, facts=facts, failures=failures, warnings_=warnings,
+                     exec_start_pre=pre)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""Start-up stages read from the journal, each with its own deadline."""
+
+import pytest
+from support import load_module
+
+from ansible.module_utils.sglang_stages import NAMES, StageOverdue, StageWatch, reached_index
+
+ready = load_module("sglang_ready")
+
+# What the real sglang 0.5.23 logged under the unit in molecule/real (no GPU), then what a GPU
+# host adds (the same source lines: model_runner.py, kv_cache_configurator.py, ...).
+NO_GPU = [
+    "[2026-11-30 13:52:07] server_args={'model_path': '/srv/models/tiny-qwen2', ...}",
+    "[2026-11-30 13:52:07] No chat template found, defaulting to 'string' content format",
+    "[2026-11-30 13:52:40] Init parallel begin.",
+    "RuntimeError: Found no NVIDIA driver on your system.",
+]
+GPU = NO_GPU[:3] + [
+    "[..] Load weight begin. avail mem=46.80 GB",
+    "[..] Load weight end. type=Qwen3_5ForConditionalGeneration, dtype=torch.bfloat16, mem usage=25.9 GB",
+    "[..] Memory pool end. avail mem=6.10 GB",
+    "[..] Capture target decode CUDA graph begin. This can take up to several minutes.",
+    "[..] The server is fired up and ready to roll!",
+]
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_the_milestones_of_a_gpu_less_and_a_gpu_start():
+    assert NAMES[reached_index(NO_GPU)] == "scheduler started"
+    assert NAMES[reached_index(GPU)] == "server up"
+    assert reached_index([]) == -1
+    # Without CUDA graphs the capture line never shows: server up still counts.
+    no_graph = [line for line in GPU if "Capture" not in line]
+    assert NAMES[reached_index(no_graph)] == "server up"
+
+
+def test_each_stage_has_its_own_deadline_from_the_one_before():
+    clock, lines = Clock(), []
+    watch = StageWatch({"weights loaded": 100, "server up": None}, lambda: lines, clock)
+    lines += GPU[:4]  # weights loading
+    clock.now = 30
+    assert watch.check() == "weights loading"
+    clock.now = 129  # 99 s into the weight load
+    watch.check()
+    clock.now = 131
+    with pytest.raises(StageOverdue, match="'weights loaded' did not show within 100 s of "
+                                           "weights loading"):
+        watch.check()
+    assert watch.summary() == ("reached: arguments resolved at 30.0 s, scheduler started at "
+                               "30.0 s, weights loading at 30.0 s")
+
+
+def test_a_stage_without_deadline_waits_for_the_overall_one():
+    clock, lines = Clock(), list(GPU[:6])
+    watch = StageWatch({"weights loaded": 10}, lambda: lines, clock)
+    clock.now = 10_000
+    assert watch.check() == "KV cache allocated"
+    clock.now = 20_000
+    assert watch.check() == "KV cache allocated"
+
+
+def test_unknown_stage_names_are_refused():
+    with pytest.raises(ValueError, match="unknown readiness stages"):
+        StageWatch({"weights": 10}, list, Clock())
+
+
+def test_the_default_deadlines_name_known_stages():
+    import yaml
+    from support import ROOT
+    defaults = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
+    assert set(defaults["sglang_ready_stage_timeouts"]) == set(NAMES)
+
+
+def test_the_ready_module_fails_with_the_stage_that_is_overdue(monkeypatch):
+    clock, lines = Clock(), list(NO_GPU[:1])
+    watch = StageWatch({"scheduler started": 5}, lambda: lines, clock)
+
+    def unit_check(_unit):
+        clock.now += 3
+        try:
+            watch.check()
+        except StageOverdue as exc:
+            raise ready.Failed(str(exc)) from exc
+
+    def never_ready(*_args):
+        raise ready.NotReady("connection refused")
+
+    monkeypatch.setattr(ready, "try_generate", never_ready)
+    params = {"url": "http://x", "unit": "sglang", "timeout": 100, "poll": 0, "model": "",
+              "prompt": "p", "max_tokens": 1, "api_key": ""}
+    with pytest.raises(ready.Failed, match="'scheduler started' did not show within 5 s"):
+        ready.wait_ready(params, clock=clock, sleep=lambda _s: None, unit_check=unit_check)
