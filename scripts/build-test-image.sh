@@ -5,8 +5,13 @@
 set -euo pipefail
 
 image="${SGLANG_TEST_IMAGE:-localhost/sglang-deploy-host:bookworm}"
+# dbus: systemd-run (preflight's sandboxed resolution) talks to systemd over the bus, as on
+# any server install.
+packages=systemd,systemd-sysv,dbus,python3,python3-venv,python3-pip,sudo,iproute2,procps,ca-certificates,curl
+# The image is rebuilt when what it holds changes (the label carries this script's hash).
+recipe=$(sha256sum "$0" | cut -c1-12)
 
-if podman image exists "$image"; then
+if podman image exists "$image" && [[ "$(podman image inspect --format '{{ index .Config.Labels "sglang-deploy.recipe" }}' "$image")" == "$recipe" ]]; then
   echo "image $image exists, not rebuilding"
   exit 0
 fi
@@ -28,9 +33,7 @@ rootfs=$(mktemp -d /var/tmp/sglang-rootfs.XXXXXX)
 trap 'rm -rf "$rootfs"' EXIT
 
 echo "debootstrap bookworm from $mirror"
-debootstrap --variant=minbase \
-  --include=systemd,systemd-sysv,python3,python3-venv,python3-pip,sudo,iproute2,procps,ca-certificates,curl \
-  bookworm "$rootfs" "$mirror" >/dev/null
+debootstrap --variant=minbase --include="$packages" bookworm "$rootfs" "$mirror" >/dev/null
 
 # Trust the same CAs as this machine (a TLS-intercepting proxy's CA lives here on some networks).
 if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
@@ -43,5 +46,6 @@ rm -f "$rootfs"/etc/systemd/system/getty.target.wants/* || true
 apt_clean_dirs=("$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*_Packages)
 rm -f "${apt_clean_dirs[@]}" || true
 
-tar -C "$rootfs" -c . | podman import --change 'CMD=["/sbin/init"]' - "$image" >/dev/null
+tar -C "$rootfs" -c . | podman import --change 'CMD=["/sbin/init"]' \
+  --change "LABEL sglang-deploy.recipe=$recipe" - "$image" >/dev/null
 echo "built $image"

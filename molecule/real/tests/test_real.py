@@ -144,8 +144,8 @@ def test_every_cache_is_writable_under_the_units_sandbox(host):
     assert {"SGLANG_CACHE_DIR", "SGLANG_JIT_CACHE_DIR", "TRITON_CACHE_DIR",
             "TORCHINDUCTOR_CACHE_DIR", "CUDA_CACHE_PATH", "TILELANG_CACHE_DIR",
             "FLASHINFER_WORKSPACE_BASE", "HF_HOME"} <= set(names)
-    # A oneshot unit with the service's own settings (systemd-run needs D-Bus, which this
-    # minimal host lacks): the probe runs as the service user inside the same sandbox.
+    # A oneshot unit with the service's own settings: the probe runs as the service user
+    # inside the same sandbox.
     probe = "/usr/local/lib/sglang-probe.py"
     in_host(["sh", "-c", f"cat > {probe}"], PROBE.replace("NAMES", repr(names)))
     unit = "\n".join(["[Service]", "Type=oneshot", *_sandbox_properties(host),
@@ -212,3 +212,19 @@ def test_a_refused_deploy_leaves_the_ml_env_as_it_was(host):
     assert after == before
     refused = sorted(host.check_output(f"ls -1 {BASE}/releases").split())[-1]
     assert "uv==0.13.9" in host.check_output(f"cat {BASE}/releases/{refused}/packages.txt")
+
+
+def test_preflight_asked_real_sglang_inside_the_units_sandbox(host):
+    """Before the start, the release was resolved by the installed SGLang, as the service
+    user with the unit's sandbox (systemd-run), for the described GPU."""
+    verdict = json.loads(host.check_output(f"cat {BASE}/current/preflight.json"))
+    rows = {r["name"]: r for r in verdict["rows"]}
+    assert verdict["resolved_by"] == "sglang", rows["resolution"]["evidence"]
+    assert verdict["sglang_version"] == "0.5.23" and verdict["startup_error"] is None
+    assert "ServerArgs.resolve_once" in rows["resolution"]["evidence"]
+    assert "systemd-run as sglang with the unit's properties" in rows["resolution"]["evidence"]
+    assert verdict["resolved"]["decode_cuda_graph"] is True
+    assert verdict["resolved"]["attention_backend"] == "flashinfer"
+    assert rows["attention_backend"]["status"] == "ok"
+    # Every change names where SGLang made it.
+    assert verdict["changes"] and all(c["file"] and c["line"] for c in verdict["changes"])
