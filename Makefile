@@ -31,7 +31,8 @@ lint: setup
 unit: setup
 	pytest tests/unit
 
-# The real sglang parser on the CPU: builds (once, cached) a 2.3 GB venv with torch.
+# Real SGLang releases (0.5.12, 0.5.15, 0.5.23) asked what they resolve: full installs built
+# once with uv by scripts/build-sglang-venv.sh, cached in ~/.cache/sglang-deploy/full-venvs.
 integration: setup
 	pytest tests/integration
 

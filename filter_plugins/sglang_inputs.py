@@ -47,6 +47,12 @@ def _model(facts, args):
     if not model.get("config_path"):
         return [f"sglang_model_path: {path} has no config.json; point sglang_model_path at the "
                 "checkpoint directory itself (the one holding config.json and the weights)"]
+    archs = model.get("architectures")
+    if archs is not None and (not isinstance(archs, list)
+                              or not all(isinstance(a, str) for a in archs)):
+        return [f"sglang_model_path: {model['config_path']} has architectures {archs!r}; a "
+                "checkpoint's config.json lists them, e.g. [\"Qwen3_5ForConditionalGeneration\"]: "
+                "fix the file or point sglang_model_path at the right checkpoint"]
     return []
 
 

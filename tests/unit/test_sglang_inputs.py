@@ -3,6 +3,9 @@
 import pytest
 
 from sglang_inputs import sglang_host_inputs
+from support import load_module
+
+facts_mod = load_module("sglang_facts")
 
 GPUS = {"present": True, "count": 2, "devices": [{"index": 0}, {"index": 1}]}
 MODEL = {"source": "local", "config_path": "/srv/m/config.json"}
@@ -61,3 +64,34 @@ def test_one_model_over_two_nodes_counts_this_nodes_gpus():
         "with more GPUs"]
     with pytest.raises(Exception, match="tp-size 3 is not a multiple of nnodes 2"):
         sglang_host_inputs(_facts(), {**args, "tp-size": 3}, {}, "sglang")
+
+
+@pytest.mark.parametrize("archs", ["Qwen3NextForCausalLM", 5, [1], {"a": "b"}])
+def test_architectures_that_are_not_a_list_of_names_are_refused_before_any_change(archs):
+    facts = {"model": {"source": "local", "config_path": "/m/config.json", "architectures": archs},
+             "gpus": {"present": False}}
+    out = sglang_host_inputs(facts, {"model-path": "/m", "tp-size": 1}, {}, "sglang")
+    assert not out["ok"]
+    assert any("/m/config.json has architectures" in f for f in out["failures"])
+
+
+@pytest.mark.parametrize("content, words", [
+    ("[]", "holds a JSON list"),
+    ('{"architectures": 5}', None),
+    ("{not json", "Expecting property name"),
+])
+def test_config_json_of_the_wrong_shape_is_a_message_not_a_traceback(tmp_path, content, words):
+    (tmp_path / "config.json").write_text(content)
+    if words is None:
+        assert facts_mod.model_facts(str(tmp_path))["architectures"] == 5
+        return
+    with pytest.raises(ValueError, match=words):
+        facts_mod.model_facts(str(tmp_path))
+
+
+def test_a_hanging_nvidia_smi_is_reported_not_raised(tmp_path):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nsleep 30\n")
+    smi.chmod(0o755)
+    rc, _, err = facts_mod._run([str(smi)], timeout=1)
+    assert rc == 124 and "did not answer within 1 s" in err

@@ -96,7 +96,13 @@ def model_facts(model_path, revision="", env=None):
     if os.path.exists(config):
         with open(config, encoding="utf-8") as handle:
             data = json.load(handle)
-        out.update(config_path=config, architectures=list(data.get("architectures") or []),
+        if not isinstance(data, dict):
+            raise ValueError(f"{config} holds a JSON {type(data).__name__}, not the object a "
+                             "checkpoint's config.json is")
+        # As written: the verdict refuses anything but a list of names (a string would
+        # otherwise read as one architecture per character).
+        archs = data.get("architectures")
+        out.update(config_path=config, architectures=[] if archs is None else archs,
                    model_type=data.get("model_type"))
     weights = [os.path.join(directory, n) for n in os.listdir(directory)
                if n.endswith((".safetensors", ".bin"))]
@@ -106,8 +112,14 @@ def model_facts(model_path, revision="", env=None):
     return out
 
 
-def _run(cmd):
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=60)
+def _run(cmd, timeout=60):
+    """(exit code, stdout, stderr); a command that hangs is killed and reported, not raised."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return 124, "", f"{' '.join(cmd)} did not answer within {timeout} s (killed)"
+    except OSError as exc:
+        return 127, "", f"{' '.join(cmd)}: {exc}"
     return proc.returncode, proc.stdout, proc.stderr.strip()
 
 
