@@ -397,9 +397,9 @@ class Verdict:
                                 "disable_piecewise_cuda_graph", "enable_piecewise_cuda_graph") \
                 + _logged(self.resolution, "prefill cuda graph", "piecewise cuda graph",
                           "breakable cuda graph")
-            backend = (self.resolution["resolved"].get("cuda_graph_config") or {}).get(
-                "prefill", {}).get("backend") if isinstance(
-                    self.resolution["resolved"].get("cuda_graph_config"), dict) else None
+            graphs = self.resolution["resolved"].get("cuda_graph_config")
+            backend = (graphs.get("prefill") or {}).get("backend") \
+                if isinstance(graphs, dict) else None
             detail = (f"{self.how}: prefill graph {_onoff(on)}"
                       + (f" (backend {backend})" if backend else "")
                       + (f"; {'; '.join(evidence)}" if evidence else "")

@@ -109,6 +109,10 @@ error:
   description: "{type, message, file, line, function, stage} of what SGLang raised, or null."
   type: dict
   returned: always
+import_error:
+  description: The same, when importing sglang failed (C(ran) is false then).
+  type: dict
+  returned: when sglang could not be imported
 unknown_flags:
   description: "[{name, suggestions}] for config keys the installed parser does not know."
   type: list
