@@ -123,3 +123,71 @@ def test_port_facts_find_the_listening_process():
         assert out["listening"] is True
         assert [h["pid"] for h in out["holders"]] == [__import__("os").getpid()]
     assert facts.port_facts(port)["listening"] is False
+
+
+# --- issue 13: one validator for what lands in a unit or env file ---------------------------
+
+CONTROLS = ["\r", "\0", "\n", "\t", "\x1b", "\x85", "\u2028"]
+
+
+@pytest.mark.parametrize("char", CONTROLS, ids=repr)
+def test_hardening_values_with_any_control_character_are_refused(char):
+    """Before: only \\n was refused; `strict\\rExecStartPre=...` became its own unit line."""
+    with pytest.raises(AnsibleFilterError, match="control character"):
+        render.sglang_unit_hardening({"ProtectSystem": f"strict{char}ExecStartPre=/bin/sh"}, [], "/c")
+
+
+@pytest.mark.parametrize("key", ["ProtectSystem\n", "Protect\rSystem", "ProtectSystem\0"], ids=repr)
+def test_unit_keys_with_a_trailing_newline_are_refused(key):
+    """Before: UNIT_KEY.match accepted 'ProtectSystem\\n' ($ matches before a final newline)."""
+    with pytest.raises(AnsibleFilterError, match="not a systemd setting name"):
+        render.sglang_unit_hardening({key: "strict"}, [], "/c")
+
+
+@pytest.mark.parametrize("name", ["FOO\n", "FOO\nBAR", "FO\0O"], ids=repr)
+def test_env_names_with_a_trailing_newline_are_refused(name):
+    """Before: ENV_NAME.match accepted 'FOO\\n'."""
+    profile = {"model": {"path": "/m"}}
+    with pytest.raises(AnsibleFilterError, match="not an environment variable name"):
+        render.sglang_env_merge(profile, {name: "1"})
+    with pytest.raises(AnsibleFilterError, match="not an environment variable name"):
+        render.sglang_env_file({name: "1"})
+
+
+@pytest.mark.parametrize("char", CONTROLS, ids=repr)
+def test_env_values_with_any_control_character_are_refused_without_quoting_them(char):
+    """Before: \\0 and \\x85 passed; only \\n and \\r were refused."""
+    profile = {"model": {"path": "/m"}}
+    with pytest.raises(AnsibleFilterError, match="control character") as err:
+        render.sglang_env_merge(profile, {"HF_TOKEN": f"hf_s3cretvalue{char}X=1"})
+    assert "s3cretvalue" not in str(err.value)
+    with pytest.raises(AnsibleFilterError, match="control character"):
+        render.sglang_multinode(["a"], "a", {}, 50000, {"NCCL_DEBUG": f"INFO{char}"})
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("sglang_service_group", "root\nExecStartPre=/bin/sh", "control character"),
+    ("sglang_service_user", "root\r", "control character"),
+    ("sglang_service_group", "Root Group", "not a user or group name"),
+    ("sglang_base_dir", "/opt/sglang\nExecStartPre=/bin/sh", "control character"),
+    ("sglang_base_dir", "/opt/sglang\0", "control character"),
+    ("sglang_base_dir", "opt/sglang", "absolute path"),
+    ("sglang_base_dir", "/opt/%h", "absolute path"),
+    ("sglang_base_dir", "/opt/../etc", "absolute path"),
+    ("sglang_base_dir", "/opt/a b", "absolute path"),
+    ("sglang_service_name", "sglang\nx", "control character"),
+    ("sglang_service_name", "sg/lang", "not a systemd unit name"),
+    ("sglang_service_timeout_stop", "120\nExecStartPre=/bin/sh", "control character"),
+])
+def test_unit_variables_are_validated(variable, value, message):
+    """Before: sglang_service_group and sglang_base_dir were not validated at all."""
+    with pytest.raises(AnsibleFilterError, match=f"{variable}: .*{message}"):
+        render.sglang_unit_check({variable: value})
+
+
+def test_good_unit_variables_pass():
+    good = {"sglang_service_user": "sglang", "sglang_service_group": "sglang",
+            "sglang_base_dir": "/opt/sglang", "sglang_venv": "/root/ml-env",
+            "sglang_service_cache_dir": "", "sglang_service_name": "sglang",
+            "sglang_service_limit_nofile": 65535, "sglang_launch_module": "sglang.launch_server"}
+    assert render.sglang_unit_check(good) == good
