@@ -191,3 +191,34 @@ def test_good_unit_variables_pass():
             "sglang_service_cache_dir": "", "sglang_service_name": "sglang",
             "sglang_service_limit_nofile": 65535, "sglang_launch_module": "sglang.launch_server"}
     assert render.sglang_unit_check(good) == good
+
+
+# --- issue 13: the key as an object key, pieces of it, redacted before cut ------------------
+
+SECRET = "sk-" + "Qw3rTy12" * 4
+
+
+def test_a_key_used_as_an_object_key_is_redacted():
+    """Before: {"<key>": ...} in /server_info printed the key whole."""
+    out = redact({"clients": {SECRET: {"n": 1}}, "tokens": [SECRET + "x"]}, [SECRET])
+    text = json.dumps(out)
+    assert SECRET not in text and SECRET[:8] not in text
+    assert out["clients"] == {"<redacted>": {"n": 1}}
+
+
+@pytest.mark.parametrize("start, length", [(0, 8), (5, 12), (len(SECRET) - 8, 8), (3, 20)])
+def test_any_8_character_piece_of_a_key_is_redacted(start, length):
+    """Before: only the whole value was masked; an echoed half key showed."""
+    from ansible.module_utils.sglang_redact import excerpt, redact_text
+    text = "error: bad bearer " + SECRET[start:start + length] + " end"
+    out = redact_text(text, [SECRET])
+    for i in range(len(SECRET) - 7):
+        assert SECRET[i:i + 8] not in out
+    assert out.startswith("error: bad bearer <redacted>") and out.endswith(" end")
+    cut = excerpt("x" * 195 + SECRET, [SECRET], 200)
+    assert SECRET[:5] not in cut and cut.endswith("x<reda...")
+
+
+def test_short_runs_of_key_characters_stay():
+    from ansible.module_utils.sglang_redact import redact_text
+    assert redact_text("max_total_tokens Qw3rTy1", [SECRET]) == "max_total_tokens Qw3rTy1"
