@@ -11,7 +11,7 @@ description:
   - C(state=present) creates a release unless C(current) already has the same content hash,
     in which case nothing changes (a re-run with nothing changed restarts nothing) - unless
     the serving release's files no longer match the sha256 its manifest records (edited or
-    removed in place): then they are re-rendered and C(repaired) names them, or, when the
+    removed in place) - then they are re-rendered and C(repaired) names them, or, when the
     rendering does not hold a changed file, the task fails naming each change.
   - Every release records C(seq), its creation order on the host; releases are ordered by
     it (then by id), never by the id's timestamp, which a controller's wrong clock sets.
