@@ -164,8 +164,8 @@ def test_metrics_parsing_sums_graph_passes_by_mode():
 
 
 @pytest.mark.parametrize("bandwidth, tp, smoke", [
-    ({"RTX A6000": 0}, 2, {}),
-    ({"RTX A6000": -5}, 2, {}),
+    ({"RTX A6000": 0}, 2, {"levels": [{"decode_tok_s_per_user": 50.0}]}),
+    ({"RTX A6000": -5}, 2, {"levels": [{"decode_tok_s_per_user": 50.0}]}),
     ({"RTX A6000": "fast"}, 2, {}),
     ({"RTX A6000": 768}, "abc", {"levels": "x", "accept_length": "y"}),
     ([], 2, None),
