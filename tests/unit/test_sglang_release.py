@@ -288,7 +288,8 @@ def test_enospc_during_activate_leaves_no_temp_file(tmp_path, monkeypatch):
     def full(*_args, **_kw):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(rel.json, "dump", full)
+    # The temp file is written; putting it in place fails as a full disk would.
+    monkeypatch.setattr(rel.os, "replace", full)
     with pytest.raises(OSError, match="No space"):
         rel.activate(str(tmp_path), a)
     assert sorted(p.name for p in (tmp_path / "releases" / a).iterdir()) == before

@@ -199,19 +199,22 @@ def read_manifest(base_dir, release):
     return dict(manifest, id=release)
 
 
-def _write_json_atomic(path, data):
+def _write_atomic(path, text, mode=0o644, prefix=".manifest."):
     """Replace `path` whole; on any failure (ENOSPC...) no temp file is left behind."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".manifest.")
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=prefix)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-        os.chmod(tmp, 0o644)
+            fh.write(text)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _write_json_atomic(path, data):
+    _write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 @contextlib.contextmanager
@@ -363,17 +366,8 @@ def _repair(base_dir, release, manifest, files, result, check_mode):
         return result
     for d in found:
         f = rendered[d["file"]]
-        path = os.path.join(release_path(base_dir, release), f["name"])
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".repair.")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(f["content"])
-            os.chmod(tmp, int(str(f.get("mode", "0644")), 8))
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        _write_atomic(os.path.join(release_path(base_dir, release), f["name"]), f["content"],
+                      int(str(f.get("mode", "0644")), 8), ".repair.")
     return result
 
 
