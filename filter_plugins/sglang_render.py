@@ -19,7 +19,13 @@ from sglang_caches import sglang_unit_cache_env  # noqa: E402
 
 
 ARG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Anything that ends up in a unit or environment file: no C0/C1 control character (newline,
+# carriage return, NUL, tab, ESC...) nor Unicode line/paragraph separator; systemd splits
+# lines on more than "\n" and a NUL truncates. `%` would be a systemd specifier in a path.
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+ACCOUNT = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+UNIT_NAME = re.compile(r"[A-Za-z0-9_.@:-]{1,200}")
 PROFILE_KEYS = {"description", "min_sglang_version", "model", "args", "env", "expect", "smoke"}
 MODEL_KEYS = {"path", "revision", "served_model_name"}
 # Arguments the role owns through its own variables: set them there, not in args.
@@ -54,6 +60,63 @@ def _plain(value):
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
+
+
+def sglang_line(value, where):
+    """The one check for a value that lands in a unit or environment file; returns its text.
+
+    Refuses any control character (a trailing newline too) by position, never quoting the
+    value (it may be a token).
+    """
+    text = str(_plain(value))
+    bad = CONTROL.search(text)
+    if bad:
+        raise AnsibleFilterError(
+            f"{where}: holds the control character {bad.group()!r} at position {bad.start()}; "
+            "unit and environment files take single-line values without control characters")
+    return text
+
+
+def _named(name, pattern, where, what):
+    """A name (env variable, unit key, account) that must match `pattern` whole."""
+    if not isinstance(name, str) or not pattern.fullmatch(name):
+        shown = sglang_line(name, where) if isinstance(name, str) and not CONTROL.search(name) \
+            else "a name with a control character"
+        raise AnsibleFilterError(f"{where}: {shown!r} is not {what}")
+    return name
+
+
+def _unit_path(path, where):
+    path = sglang_line(path, where)
+    if not os.path.isabs(path) or any(c.isspace() for c in path) or "%" in path \
+            or os.path.normpath(path) != path:
+        raise AnsibleFilterError(f"{where}: {path!r} must be a normalised absolute path without "
+                                 "spaces or '%'")
+    return path
+
+
+def sglang_unit_check(settings):
+    """Validate the role variables that the unit and launch files are rendered from.
+
+    `settings` maps variable names to values: *_user / *_group are account names, *_dir /
+    *_path / sglang_venv absolute paths, sglang_service_name a unit name, the rest single
+    lines. Returns the mapping unchanged.
+    """
+    settings = _plain(settings)
+    if not isinstance(settings, dict):
+        raise AnsibleFilterError("sglang_unit_check takes a mapping of variable names to values")
+    for name, value in settings.items():
+        if name.endswith("cache_dir") and value in ("", None):
+            continue  # no cache directory: none is rendered
+        if name.endswith(("_user", "_group")):
+            _named(sglang_line(value, name), ACCOUNT, name, "a user or group name ([a-z_][a-z0-9_-]*)")
+        elif name.endswith(("_dir", "_path", "_venv")):
+            _unit_path(value, name)
+        elif name.endswith("_name"):
+            _named(sglang_line(value, name), UNIT_NAME, name, "a systemd unit name")
+        else:
+            sglang_line(value, name)
+    return settings
 
 
 def _dashed(name, where):
@@ -203,17 +266,13 @@ def sglang_env_merge(profile, overrides=None):
         if not isinstance(source, dict):
             raise AnsibleFilterError(f"{where} must be a mapping of environment variables")
         for name, value in source.items():
-            if not isinstance(name, str) or not ENV_NAME.match(name):
-                raise AnsibleFilterError(f"{where}: {name!r} is not an environment variable name")
+            _named(name, ENV_NAME, where, "an environment variable name")
             if value is None:
                 merged.pop(name, None)
                 continue
             if isinstance(value, bool):
                 value = "1" if value else "0"
-            value = str(value)
-            if "\n" in value or "\r" in value:
-                raise AnsibleFilterError(f"{where}: {name} must be a single line")
-            merged[name] = value
+            merged[name] = sglang_line(value, f"{where}.{name}")
     return merged
 
 
@@ -234,7 +293,9 @@ def sglang_env_file(env):
     """A systemd EnvironmentFile: one NAME="value" per line, sorted, escaped."""
     lines = ["# Rendered by sglang-deploy: environment of the SGLang server."]
     for name in sorted(env):
-        value = str(env[name]).replace("\\", "\\\\").replace('"', '\\"')
+        _named(name, ENV_NAME, "sglang_env", "an environment variable name")
+        value = sglang_line(env[name], f"sglang_env.{name}")
+        value = value.replace("\\", "\\\\").replace('"', '\\"')
         lines.append(f'{name}="{value}"')
     return "\n".join(lines) + "\n"
 
@@ -263,7 +324,7 @@ def sglang_pip_args(index_url="", extra_index_urls=None, wheelhouse="", no_index
 UNIT_OWNED = {"User", "Group", "ExecStart", "EnvironmentFile", "Environment", "WorkingDirectory",
               "RuntimeDirectory", "RuntimeDirectoryMode", "Restart", "Type", "KillMode",
               "ReadWritePaths"}
-UNIT_KEY = re.compile(r"^[A-Z][A-Za-z]+$")
+UNIT_KEY = re.compile(r"[A-Z][A-Za-z]+")
 HOME_DIRS = ("/root", "/home", "/run/user")
 
 
@@ -286,9 +347,7 @@ def sglang_unit_hardening(hardening, paths=(), cache_dir="", read_write_paths=()
         raise AnsibleFilterError("sglang_service_hardening must be a mapping of unit settings")
     lines = []
     for key, value in hardening.items():
-        if not isinstance(key, str) or not UNIT_KEY.match(key):
-            raise AnsibleFilterError(
-                f"sglang_service_hardening: {key!r} is not a systemd setting name")
+        _named(key, UNIT_KEY, "sglang_service_hardening", "a systemd setting name")
         if key in UNIT_OWNED:
             raise AnsibleFilterError(
                 f"sglang_service_hardening: {key} is written by the role; "
@@ -298,9 +357,9 @@ def sglang_unit_hardening(hardening, paths=(), cache_dir="", read_write_paths=()
             continue
         if isinstance(value, bool):
             value = "yes" if value else "no"
-        if isinstance(value, (dict, list)) or "\n" in str(value):
+        if isinstance(value, (dict, list)):
             raise AnsibleFilterError(f"sglang_service_hardening.{key}: a single-line value")
-        lines.append(f"{key}={value}")
+        lines.append(f"{key}={sglang_line(value, f'sglang_service_hardening.{key}')}")
     if not lines:
         return []
     if "ProtectHome" not in hardening:
@@ -308,15 +367,13 @@ def sglang_unit_hardening(hardening, paths=(), cache_dir="", read_write_paths=()
         lines.append(f"ProtectHome={home}")
     writable = [str(p) for p in [cache_dir, *(read_write_paths or [])] if p]
     for path in writable:
-        if not os.path.isabs(path) or any(c.isspace() for c in path):
-            raise AnsibleFilterError(
-                f"sglang_service_read_write_paths: {path!r} must be an absolute path without spaces")
+        _unit_path(path, "sglang_service_read_write_paths")
     if writable:
         lines.append("ReadWritePaths=" + " ".join(writable))
     return lines + sglang_unit_cache_env(cache_dir)
 
 
-NCCL_ENV = re.compile(r"^(NCCL|GLOO|UCX|TP_SOCKET)_[A-Z0-9_]+$")
+NCCL_ENV = re.compile(r"(NCCL|GLOO|UCX|TP_SOCKET)_[A-Z0-9_]+")
 
 
 def sglang_multinode(hosts, host, hostvars, port=50000, nccl_env=None):
@@ -332,12 +389,9 @@ def sglang_multinode(hosts, host, hostvars, port=50000, nccl_env=None):
     if not isinstance(nccl_env, dict):
         raise AnsibleFilterError("sglang_nccl_env must be a mapping of NCCL_*/GLOO_* variables")
     for name, value in nccl_env.items():
-        if not isinstance(name, str) or not NCCL_ENV.match(name):
-            raise AnsibleFilterError(
-                f"sglang_nccl_env: {name!r} is not an NCCL_*/GLOO_*/UCX_* variable; "
-                "put other variables in sglang_env")
-        if "\n" in str(value):
-            raise AnsibleFilterError(f"sglang_nccl_env: {name} must be a single line")
+        _named(name, NCCL_ENV, "sglang_nccl_env",
+               "an NCCL_*/GLOO_*/UCX_* variable; put other variables in sglang_env")
+        sglang_line(value, f"sglang_nccl_env.{name}")
     env = {k: str(v) for k, v in nccl_env.items()}
     if len(hosts) < 2:
         if hosts and host not in hosts:
@@ -407,6 +461,7 @@ class FilterModule:
             "sglang_pip_args": own_errors(sglang_pip_args),
             "sglang_connect_host": own_errors(sglang_connect_host),
             "sglang_unit_hardening": own_errors(sglang_unit_hardening),
+            "sglang_unit_check": own_errors(sglang_unit_check),
             "sglang_secrets_json": own_errors(sglang_secrets_json),
             "sglang_multinode": own_errors(sglang_multinode),
         }

@@ -190,31 +190,47 @@ def sglang_smoke_gate(smoke, min_decode_tok_s=None, max_ttft_ms=None, baseline=N
     return {"ok": not failures, "failures": failures, "rows": rows}
 
 
+def _positive(value):
+    """A finite number above 0 from a number or its text, else None."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and number > 0 else None
+
+
 def sglang_ceiling(facts, smoke, tp_size, bandwidth_gbs):
     """The bandwidth-bound decode ceiling and the measured fraction of it.
 
     Each decode step reads every weight once; with tensor parallel each GPU reads its share:
     steps/s <= bandwidth / (weight bytes / tp). Times the accept length gives tokens/s.
     """
-    gpus = (facts or {}).get("gpus") or {}
-    weight_bytes = ((facts or {}).get("model") or {}).get("weight_bytes")
-    names = [d.get("name", "") for d in gpus.get("devices") or []]
+    facts = facts if isinstance(facts, dict) else {}
+    smoke = smoke if isinstance(smoke, dict) else {}
+    gpus = facts.get("gpus") if isinstance(facts.get("gpus"), dict) else {}
+    model = facts.get("model") if isinstance(facts.get("model"), dict) else {}
+    weight_bytes = _positive(model.get("weight_bytes"))
+    devices = gpus.get("devices") if isinstance(gpus.get("devices"), list) else []
+    names = [str(d.get("name", "")) for d in devices if isinstance(d, dict)]
     if not names:
         return {"known": False, "reason": "no GPU facts on this host"}
     if not weight_bytes:
         return {"known": False, "reason": "the checkpoint's weight files were not found"}
-    table = {str(k).lower(): float(v) for k, v in (bandwidth_gbs or {}).items()}
+    table = {str(k).lower(): _positive(v) for k, v in (bandwidth_gbs or {}).items()} \
+        if isinstance(bandwidth_gbs, dict) else {}
     name = names[0]
     bandwidth = next((v for k, v in sorted(table.items(), key=lambda kv: -len(kv[0]))
                       if k in name.lower()), None)
-    if bandwidth is None:
-        return {"known": False, "reason": f"no memory bandwidth known for {name}: add it to "
-                                          "sglang_gpu_bandwidth_gbs"}
-    tp = max(1, int(tp_size or 1))
+    if not bandwidth:
+        return {"known": False, "reason": f"no positive memory bandwidth known for {name}: add "
+                                          "it (GB/s) to sglang_gpu_bandwidth_gbs"}
+    tp = max(1, int(_positive(tp_size) or 1))
     steps = bandwidth * 1e9 / (weight_bytes / tp)
-    accept = (smoke or {}).get("accept_length") or 1.0
+    accept = _positive(smoke.get("accept_length")) or 1.0
     ceiling = steps * accept
-    measured = ((smoke or {}).get("levels") or [{}])[0].get("decode_tok_s_per_user")
+    levels = smoke.get("levels") if isinstance(smoke.get("levels"), list) else []
+    first = levels[0] if levels and isinstance(levels[0], dict) else {}
+    measured = _positive(first.get("decode_tok_s_per_user"))
     return {"known": True, "gpu": name, "bandwidth_gbs": bandwidth,
             "weight_gb_per_gpu": round(weight_bytes / tp / 1e9, 2),
             "steps_per_s": round(steps, 1), "accept_length": accept,

@@ -16,13 +16,27 @@ def _load(name, path):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except ImportError:
+        del sys.modules[name]
+        raise
     return module
 
 
 # The role's module_utils, where Ansible would put them for its modules.
-for _util in sorted((ROLE / "module_utils").glob("*.py")):
-    _load(f"ansible.module_utils.{_util.stem}", _util)
+# A module_util may import another: load each once the ones it needs are there.
+_pending = sorted((ROLE / "module_utils").glob("*.py"))
+while _pending:
+    _waiting = []
+    for _util in _pending:
+        try:
+            _load(f"ansible.module_utils.{_util.stem}", _util)
+        except ImportError:
+            _waiting.append(_util)
+    if len(_waiting) == len(_pending):
+        raise ImportError(f"module_utils with missing imports: {_waiting}")
+    _pending = _waiting
 
 
 def load_module(name):

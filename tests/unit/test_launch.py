@@ -147,3 +147,47 @@ def test_keys_on_stdin_for_an_entry_point_without_a_config_file(release):
         capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout == "got ['admin-api-key', 'api-key'] <redacted>\n"
+
+
+def test_a_sigkilled_child_ends_the_launcher_by_sigkill_not_a_traceback(release):
+    """Before: the launcher re-raised SIGKILL through signal.signal and died of OSError."""
+    proc = _launch(release, {"FAKE_WAIT": "1"})
+    time.sleep(1.5)
+    children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True)
+    for pid in children.stdout.split():
+        os.kill(int(pid), signal.SIGKILL)
+    out = proc.communicate(timeout=30)[0].decode()
+    assert "Traceback" not in out and "OSError" not in out, out
+    assert proc.returncode == -signal.SIGKILL
+
+
+def test_end_like_passes_on_what_can_be_passed_on(monkeypatch):
+    sent = []
+    monkeypatch.setattr(launch.os, "kill", lambda pid, signum: sent.append(signum))
+    assert launch._end_like(0) == 0 and launch._end_like(3) == 3
+    assert launch._end_like(-signal.SIGKILL) == 137 and sent == [signal.SIGKILL]
+    assert launch._end_like(-signal.SIGSTOP) == 128 + signal.SIGSTOP and sent == [signal.SIGKILL]
+
+
+def test_a_sigterm_before_the_child_starts_leaves_no_child_and_no_pipe(release, monkeypatch):
+    """Before: handlers were installed after the child started: a SIGTERM in the first ~30 ms
+    killed the launcher, orphaned SGLang and left launch.yaml behind."""
+    started = []
+    real_mkfifo = os.mkfifo
+
+    def mkfifo_then_sigterm(path, mode):
+        real_mkfifo(path, mode)
+        os.kill(os.getpid(), signal.SIGTERM)  # arrives while the launcher sets up
+
+    monkeypatch.setattr(launch.os, "mkfifo", mkfifo_then_sigterm)
+    monkeypatch.setattr(launch.subprocess, "Popen", lambda *a, **k: started.append(a))
+    saved = {s: signal.getsignal(s) for s in launch.FORWARDED}
+    try:
+        code = launch.run([sys.executable, "x.py", "--config", str(release / "config.yaml")],
+                          str(release / "secrets.json"), str(release / "run"))
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+    assert code == 128 + signal.SIGTERM
+    assert started == []
+    assert os.listdir(release / "run") == []

@@ -123,3 +123,102 @@ def test_port_facts_find_the_listening_process():
         assert out["listening"] is True
         assert [h["pid"] for h in out["holders"]] == [__import__("os").getpid()]
     assert facts.port_facts(port)["listening"] is False
+
+
+# --- issue 13: one validator for what lands in a unit or env file ---------------------------
+
+CONTROLS = ["\r", "\0", "\n", "\t", "\x1b", "\x85", "\u2028"]
+
+
+@pytest.mark.parametrize("char", CONTROLS, ids=repr)
+def test_hardening_values_with_any_control_character_are_refused(char):
+    """Before: only \\n was refused; `strict\\rExecStartPre=...` became its own unit line."""
+    with pytest.raises(AnsibleFilterError, match="control character"):
+        render.sglang_unit_hardening({"ProtectSystem": f"strict{char}ExecStartPre=/bin/sh"}, [], "/c")
+
+
+@pytest.mark.parametrize("key", ["ProtectSystem\n", "Protect\rSystem", "ProtectSystem\0"], ids=repr)
+def test_unit_keys_with_a_trailing_newline_are_refused(key):
+    """Before: UNIT_KEY.match accepted 'ProtectSystem\\n' ($ matches before a final newline)."""
+    with pytest.raises(AnsibleFilterError, match="not a systemd setting name"):
+        render.sglang_unit_hardening({key: "strict"}, [], "/c")
+
+
+@pytest.mark.parametrize("name", ["FOO\n", "FOO\nBAR", "FO\0O"], ids=repr)
+def test_env_names_with_a_trailing_newline_are_refused(name):
+    """Before: ENV_NAME.match accepted 'FOO\\n'."""
+    profile = {"model": {"path": "/m"}}
+    with pytest.raises(AnsibleFilterError, match="not an environment variable name"):
+        render.sglang_env_merge(profile, {name: "1"})
+    with pytest.raises(AnsibleFilterError, match="not an environment variable name"):
+        render.sglang_env_file({name: "1"})
+
+
+@pytest.mark.parametrize("char", CONTROLS, ids=repr)
+def test_env_values_with_any_control_character_are_refused_without_quoting_them(char):
+    """Before: \\0 and \\x85 passed; only \\n and \\r were refused."""
+    profile = {"model": {"path": "/m"}}
+    with pytest.raises(AnsibleFilterError, match="control character") as err:
+        render.sglang_env_merge(profile, {"HF_TOKEN": f"hf_s3cretvalue{char}X=1"})
+    assert "s3cretvalue" not in str(err.value)
+    with pytest.raises(AnsibleFilterError, match="control character"):
+        render.sglang_multinode(["a"], "a", {}, 50000, {"NCCL_DEBUG": f"INFO{char}"})
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("sglang_service_group", "root\nExecStartPre=/bin/sh", "control character"),
+    ("sglang_service_user", "root\r", "control character"),
+    ("sglang_service_group", "Root Group", "not a user or group name"),
+    ("sglang_base_dir", "/opt/sglang\nExecStartPre=/bin/sh", "control character"),
+    ("sglang_base_dir", "/opt/sglang\0", "control character"),
+    ("sglang_base_dir", "opt/sglang", "absolute path"),
+    ("sglang_base_dir", "/opt/%h", "absolute path"),
+    ("sglang_base_dir", "/opt/../etc", "absolute path"),
+    ("sglang_base_dir", "/opt/a b", "absolute path"),
+    ("sglang_service_name", "sglang\nx", "control character"),
+    ("sglang_service_name", "sg/lang", "not a systemd unit name"),
+    ("sglang_service_timeout_stop", "120\nExecStartPre=/bin/sh", "control character"),
+])
+def test_unit_variables_are_validated(variable, value, message):
+    """Before: sglang_service_group and sglang_base_dir were not validated at all."""
+    with pytest.raises(AnsibleFilterError, match=f"{variable}: .*{message}"):
+        render.sglang_unit_check({variable: value})
+
+
+def test_good_unit_variables_pass():
+    good = {"sglang_service_user": "sglang", "sglang_service_group": "sglang",
+            "sglang_base_dir": "/opt/sglang", "sglang_venv": "/root/ml-env",
+            "sglang_service_cache_dir": "", "sglang_service_name": "sglang",
+            "sglang_service_limit_nofile": 65535, "sglang_launch_module": "sglang.launch_server"}
+    assert render.sglang_unit_check(good) == good
+
+
+# --- issue 13: the key as an object key, pieces of it, redacted before cut ------------------
+
+SECRET = "sk-" + "Qw3rTy12" * 4
+
+
+def test_a_key_used_as_an_object_key_is_redacted():
+    """Before: {"<key>": ...} in /server_info printed the key whole."""
+    out = redact({"clients": {SECRET: {"n": 1}}, "tokens": [SECRET + "x"]}, [SECRET])
+    text = json.dumps(out)
+    assert SECRET not in text and SECRET[:8] not in text
+    assert out["clients"] == {"<redacted>": {"n": 1}}
+
+
+@pytest.mark.parametrize("start, length", [(0, 8), (5, 12), (len(SECRET) - 8, 8), (3, 20)])
+def test_any_8_character_piece_of_a_key_is_redacted(start, length):
+    """Before: only the whole value was masked; an echoed half key showed."""
+    from ansible.module_utils.sglang_redact import excerpt, redact_text
+    text = "error: bad bearer " + SECRET[start:start + length] + " end"
+    out = redact_text(text, [SECRET])
+    for i in range(len(SECRET) - 7):
+        assert SECRET[i:i + 8] not in out
+    assert out.startswith("error: bad bearer <redacted>") and out.endswith(" end")
+    cut = excerpt("x" * 195 + SECRET, [SECRET], 200)
+    assert SECRET[:5] not in cut and cut.endswith("x<reda...")
+
+
+def test_short_runs_of_key_characters_stay():
+    from ansible.module_utils.sglang_redact import redact_text
+    assert redact_text("max_total_tokens Qw3rTy1", [SECRET]) == "max_total_tokens Qw3rTy1"

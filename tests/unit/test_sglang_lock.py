@@ -1,4 +1,5 @@
 import json
+import os
 
 import pytest
 from support import load_module
@@ -30,3 +31,75 @@ def test_unreadable_lock_still_blocks(tmp_path):
     (tmp_path / ".deploy.lock").write_text("garbage")
     with pytest.raises(lock.Locked, match="unreadable lock file"):
         lock.acquire(str(tmp_path), "run-d")
+
+
+STALE = {"run_id": "killed", "owner": "carol@ctl", "since": 1000.0}
+
+
+def test_exactly_one_of_many_breakers_wins(tmp_path):
+    """Before: two runs breaking one stale lock both held it, or one crashed (FileNotFoundError)."""
+    import threading
+
+    for _ in range(20):
+        (tmp_path / ".deploy.lock").write_text(json.dumps(STALE))
+        start = threading.Barrier(6)
+        outcomes = []
+
+        def breaker(n):
+            start.wait()
+            try:
+                outcomes.append(lock.acquire(str(tmp_path), f"run-{n}", stale_after=60,
+                                             break_stale=True, now=lambda: 5000.0)[0])
+            except lock.Locked:
+                outcomes.append("refused")
+
+        threads = [threading.Thread(target=breaker, args=(n,)) for n in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert outcomes.count(True) == 1 and outcomes.count("refused") == 5, outcomes
+        holder = json.loads((tmp_path / ".deploy.lock").read_text())
+        assert holder["run_id"].startswith("run-")
+        (tmp_path / ".deploy.lock").unlink()
+        assert sorted(p.name for p in tmp_path.iterdir()) == [".deploy.lock.guard"]
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", "null", '"x"', '{"since": "yesterday"}',
+                                     '{"since": NaN}', '{"since": Infinity}', '{"since": true}',
+                                     '{"run_id": ["a"], "owner": {"x": 1}, "since": 1000.0}'])
+def test_wrong_typed_lock_content_blocks_then_breaks(tmp_path, content):
+    """Before: a JSON list or null, a string or NaN `since` raised instead of answering."""
+    path = tmp_path / ".deploy.lock"
+    path.write_text(content)
+    os.utime(path, (1000.0, 1000.0))
+    with pytest.raises(lock.Locked, match="stale"):
+        lock.acquire(str(tmp_path), "run-e", stale_after=60, now=lambda: 5000.0)
+    assert lock.acquire(str(tmp_path), "run-e", stale_after=60, break_stale=True,
+                        now=lambda: 5000.0)[0] is True
+
+
+def test_dangling_symlink_lock_can_be_broken(tmp_path):
+    """Before: a lock that is a dangling symlink was never stale (its age was always 0)."""
+    os.symlink(tmp_path / "gone", tmp_path / ".deploy.lock")
+    os.utime(tmp_path / ".deploy.lock", (1000.0, 1000.0), follow_symlinks=False)
+    with pytest.raises(lock.Locked, match="stale .*unreadable lock file"):
+        lock.acquire(str(tmp_path), "run-f", stale_after=60, now=lambda: 5000.0)
+    assert lock.acquire(str(tmp_path), "run-f", stale_after=60, break_stale=True,
+                        now=lambda: 5000.0)[0] is True
+    assert not os.path.islink(tmp_path / ".deploy.lock")
+
+
+def test_future_since_can_be_broken(tmp_path):
+    """Before: a `since` in the future had a negative age: never stale, never breakable."""
+    (tmp_path / ".deploy.lock").write_text(json.dumps({**STALE, "since": 9e9}))
+    with pytest.raises(lock.Locked, match="stale .*in the future"):
+        lock.acquire(str(tmp_path), "run-g", stale_after=60, now=lambda: 5000.0)
+    assert lock.acquire(str(tmp_path), "run-g", stale_after=60, break_stale=True,
+                        now=lambda: 5000.0)[0] is True
+
+
+def test_a_lock_never_shows_half_written(tmp_path):
+    lock.acquire(str(tmp_path), "run-h", "me")
+    assert json.loads((tmp_path / ".deploy.lock").read_text())["run_id"] == "run-h"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".deploy.lock", ".deploy.lock.guard"]

@@ -145,7 +145,7 @@ def test_current_that_is_not_a_symlink_is_refused(tmp_path):
 
 def test_info_lists_releases_oldest_first_and_the_rollback_target(tmp_path):
     assert rel.info(str(tmp_path)) == {"changed": False, "current": None, "releases": [],
-                                       "previous_good": None}
+                                       "previous_good": None, "drift": []}
     a = deploy(tmp_path, "n: a\n", "20261101T000000Z")["release"]
     rel.mark(str(tmp_path), a, "good")
     b = deploy(tmp_path, "n: b\n", "20261102T000000Z")["release"]
@@ -172,3 +172,155 @@ def test_cleanup_keeps_the_newest_and_never_current_or_the_rollback_target(tmp_p
     assert sorted(os.listdir(tmp_path / "releases")) == [ids[4], ids[6], ids[7]]
     assert rel.cleanup(str(tmp_path), keep_good=0, keep_other=0)["removed"] == [ids[4]]
     assert sorted(os.listdir(tmp_path / "releases")) == [ids[6], ids[7]]
+
+
+# --- issue 13: hostile manifests, escaping paths, wrong clocks, drift, faults --------------
+
+def _manifest_path(base, release):
+    return base / "releases" / release / "manifest.json"
+
+
+def _rewrite_manifest(base, release, **changes):
+    path = _manifest_path(base, release)
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+
+
+def test_cleanup_deletes_by_directory_never_by_the_id_a_manifest_claims(tmp_path):
+    """Before: a manifest id '../../victim' made cleanup delete outside the base dir."""
+    base = tmp_path / "base"
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious").write_text("x")
+    old = rel.prepare(str(base), "20261101T000000Z", files("n: 1\n"), META)["release"]
+    rel.mark(str(base), old, "failed", "x")
+    _rewrite_manifest(base, old, id="../../victim")
+    for n in range(2, 6):
+        deploy(base, f"n: {n}\n", f"2026110{n}T000000Z")
+    out = rel.cleanup(str(base), keep_good=5, keep_other=1)
+    assert old in out["removed"]
+    assert (victim / "precious").exists()
+    assert not (base / "releases" / old).exists()
+
+
+@pytest.mark.parametrize("target", ["/etc", "current", "../outside/20261101T000000Z-0123abcd",
+                                    "releases/../../x", "releases/not-an-id"])
+def test_current_pointing_outside_or_at_itself_is_refused(tmp_path, target):
+    """Before: `current` -> /etc or -> itself was taken by its basename."""
+    deploy(tmp_path)
+    (tmp_path / "current").unlink()
+    os.symlink(target, tmp_path / "current")
+    for call in (lambda: rel.info(str(tmp_path)),
+                 lambda: rel.prepare(str(tmp_path), STAMP, files("n: 9\n"), META)):
+        with pytest.raises(rel.ReleaseError, match="points at .*not at releases/<id>"):
+            call()
+
+
+def test_a_release_dir_that_is_a_symlink_out_is_refused(tmp_path):
+    (tmp_path / "releases").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", tmp_path / "releases" / "20261101T000000Z-0123abcd")
+    with pytest.raises(rel.ReleaseError, match="leads outside"):
+        rel.release_path(str(tmp_path), "20261101T000000Z-0123abcd")
+    for bad in ("../x", "20261101T000000Z-0123abcd\n", "", None, ["a"]):
+        with pytest.raises(rel.ReleaseError, match="not a release id"):
+            rel.release_path(str(tmp_path), bad)
+
+
+@pytest.mark.parametrize("content", ["[]", '"text"', "null", "{}", '{"status": 5}',
+                                     '{"files": []}', "{not json", '{"id": "x", "seq": "2"}'])
+def test_wrong_typed_manifests_never_raise(tmp_path, content):
+    """Before: a manifest that is a list, a string or lacks `id` broke info, cleanup, activate."""
+    first = deploy(tmp_path)["release"]
+    second = rel.prepare(str(tmp_path), "20261201T000000Z", files("n: 2\n"), META)["release"]
+    _manifest_path(tmp_path, second).write_text(content)
+    out = rel.info(str(tmp_path))
+    assert {m["id"] for m in out["releases"]} == {first, second}
+    rel.cleanup(str(tmp_path), keep_good=0, keep_other=0)
+    try:
+        rel.activate(str(tmp_path), second)
+    except rel.ReleaseError as exc:
+        assert "no readable manifest" in str(exc)
+    rel.prepare(str(tmp_path), "20261202T000000Z", files("n: 3\n"), META)
+
+
+def test_unreadable_manifests_are_never_cleaned_up(tmp_path):
+    """Before: a good release whose manifest was unreadable counted as 'other' and was deleted."""
+    ids = [deploy(tmp_path, f"n: {n}\n", f"2026110{n}T000000Z")["release"] for n in range(1, 6)]
+    _manifest_path(tmp_path, ids[0]).write_text("{broken")
+    out = rel.cleanup(str(tmp_path), keep_good=1, keep_other=0)
+    assert ids[0] not in out["removed"] and out["unreadable"] == [ids[0]]
+    assert (tmp_path / "releases" / ids[0]).is_dir()
+
+
+def test_a_clock_that_ran_ahead_cannot_poison_the_order(tmp_path):
+    """Before: a release stamped in 2099 stayed 'previous good' forever and cleanup kept it
+    while deleting the real newest ones."""
+    ahead = deploy(tmp_path, "n: ahead\n", "20991231T000000Z")["release"]
+    rel.mark(str(tmp_path), ahead, "good")
+    later = []
+    for n in range(1, 4):
+        r = deploy(tmp_path, f"n: {n}\n", f"2026110{n}T000000Z")["release"]
+        rel.mark(str(tmp_path), r, "good")
+        later.append(r)
+    out = rel.info(str(tmp_path))
+    assert [m["id"] for m in out["releases"]] == [ahead, *later]
+    assert out["previous_good"] == later[1]
+    assert rel.cleanup(str(tmp_path), keep_good=3, keep_other=0)["removed"] == [ahead]
+
+
+def test_two_activations_leave_one_active(tmp_path):
+    """Before: two activations without the deploy lock left two releases `active`."""
+    a = rel.prepare(str(tmp_path), "20261101T000000Z", files("n: a\n"), META)["release"]
+    b = rel.prepare(str(tmp_path), "20261102T000000Z", files("n: b\n"), META)["release"]
+    rel.activate(str(tmp_path), a)
+    rel.activate(str(tmp_path), b)
+    statuses = {m["id"]: m["status"] for m in rel.info(str(tmp_path))["releases"]}
+    assert statuses == {a: "superseded", b: "active"}
+
+
+def test_enospc_during_activate_leaves_no_temp_file(tmp_path, monkeypatch):
+    """Before: a full disk while writing the manifest left .manifest.* behind."""
+    import errno
+
+    a = rel.prepare(str(tmp_path), STAMP, files(), META)["release"]
+    before = sorted(p.name for p in (tmp_path / "releases" / a).iterdir())
+
+    def full(*_args, **_kw):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    # The temp file is written; putting it in place fails as a full disk would.
+    monkeypatch.setattr(rel.os, "replace", full)
+    with pytest.raises(OSError, match="No space"):
+        rel.activate(str(tmp_path), a)
+    assert sorted(p.name for p in (tmp_path / "releases" / a).iterdir()) == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".current.")]
+    assert not (tmp_path / "current").exists()
+
+
+def test_drift_of_the_serving_release_is_named_and_repaired(tmp_path):
+    """Before: config.yaml removed or launch rewritten in place went unnoticed by a re-run."""
+    served = deploy(tmp_path)["release"]
+    path = tmp_path / "releases" / served
+    (path / "config.yaml").unlink()
+    (path / "sglang.env").write_text('CUDA_VISIBLE_DEVICES="7"\n')
+    assert rel.info(str(tmp_path))["drift"] == [
+        {"file": "config.yaml", "change": "missing"},
+        {"file": "sglang.env", "change": "content changed"}]
+    checked = rel.prepare(str(tmp_path), "20261201T000000Z", files(), META, check_mode=True)
+    assert checked["changed"] and checked["repaired"] == ["config.yaml", "sglang.env"]
+    assert not (path / "config.yaml").exists()  # check mode repairs nothing
+    out = rel.prepare(str(tmp_path), "20261201T000000Z", files(), META)
+    assert out["release"] == served and not out["created"] and out["changed"]
+    assert (path / "config.yaml").read_text() == "tp-size: 2\n"
+    assert oct((path / "sglang.env").stat().st_mode & 0o777) == "0o600"
+    assert rel.info(str(tmp_path))["drift"] == []
+    again = rel.prepare(str(tmp_path), "20261201T000000Z", files(), META)
+    assert not again["changed"]
+
+
+def test_drift_that_cannot_be_re_rendered_is_refused_with_the_list(tmp_path):
+    served = deploy(tmp_path)["release"]
+    _rewrite_manifest(tmp_path, served, files={**json.loads(
+        _manifest_path(tmp_path, served).read_text())["files"], "extra.sh": "0" * 64})
+    with pytest.raises(rel.ReleaseError, match=r"changed in place .*extra.sh \(missing\)"):
+        rel.prepare(str(tmp_path), "20261201T000000Z", files(), META)

@@ -160,7 +160,7 @@ def test_multinode_ranks_and_dist_init_come_from_the_inventory():
 @pytest.mark.parametrize("hosts, host, nccl, message", [
     (["a", "b"], "c", {}, "c is not in the group"),
     (["a", "b"], "a", {"CUDA_VISIBLE_DEVICES": "0"}, "not an NCCL_"),
-    (["a", "b"], "a", {"NCCL_IB_HCA": "x\nNCCL_DEBUG=INFO"}, "single line"),
+    (["a", "b"], "a", {"NCCL_IB_HCA": "x\nNCCL_DEBUG=INFO"}, "single-line"),
 ])
 def test_bad_multinode_input_is_refused(hosts, host, nccl, message):
     with pytest.raises(AnsibleFilterError, match=message):

@@ -161,3 +161,26 @@ def test_metrics_parsing_sums_graph_passes_by_mode():
             "# HELP something\n")
     passes = sglang_bench.graph_passes(sglang_bench.parse_metrics(text))
     assert passes == {"decode_cuda_graph": 22.0, "prefill_none": 3.0}
+
+
+@pytest.mark.parametrize("bandwidth, tp, smoke", [
+    ({"RTX A6000": 0}, 2, {"levels": [{"decode_tok_s_per_user": 50.0}]}),
+    ({"RTX A6000": -5}, 2, {"levels": [{"decode_tok_s_per_user": 50.0}]}),
+    ({"RTX A6000": "fast"}, 2, {}),
+    ({"RTX A6000": 768}, "abc", {"levels": "x", "accept_length": "y"}),
+    ([], 2, None),
+    ({"RTX A6000": float("nan")}, 2, {"levels": [None]}),
+])
+def test_ceiling_never_raises_on_bad_numbers(bandwidth, tp, smoke):
+    """Before: bandwidth 0 raised ZeroDivisionError, odd types raised TypeError."""
+    facts = {"gpus": {"devices": [{"name": "NVIDIA RTX A6000"}]},
+             "model": {"weight_bytes": 54e9}}
+    out = v.sglang_ceiling(facts, smoke, tp, bandwidth)
+    assert out["known"] in (True, False)
+    if not out["known"]:
+        assert "sglang_gpu_bandwidth_gbs" in out["reason"]
+
+
+def test_ceiling_of_garbage_facts_is_unknown():
+    for facts in ([], "x", {"gpus": [], "model": 5}, {"gpus": {"devices": [5]}}):
+        assert v.sglang_ceiling(facts, {}, 2, {"A6000": 768})["known"] is False

@@ -17,7 +17,10 @@ the whole resolved argument dict (keys included) at start-up
    is removed as soon as it has been read, so the keys never rest in a file;
 3. runs SGLang with stdout and stderr on a pipe and copies that to its own stdout (the
    journal) with every key replaced by `<redacted>`, whatever process of SGLang printed it;
-4. forwards SIGTERM/SIGINT/SIGHUP/SIGQUIT and ends the way SGLang ended.
+4. forwards SIGTERM/SIGINT/SIGHUP/SIGQUIT (from its first instant: a signal before SGLang
+   started ends the launcher without starting it, and the pipe is removed) and ends the way
+   SGLang ended - with the same signal, or 128 + the signal when it cannot be re-raised
+   (SIGKILL, e.g. from the OOM killer).
 
 With `--via stdin` (the SGLang router, which has no config file) the keys are written as JSON
 to the child's stdin instead, for an entry point that reads them there (router_main.py).
@@ -155,56 +158,96 @@ def _write_all(fd, data):
         view = view[os.write(fd, view):]
 
 
+def _end_like(code):
+    """The launcher's exit status for the child's: a signal death is passed on as the same
+    signal (SIGKILL from the OOM killer or SGLang itself included), else as 128 + signal."""
+    if code >= 0:
+        return code
+    signum = -code
+    if signum == signal.SIGSTOP:
+        return 128 + signum
+    try:
+        # SGLang ends itself with SIGKILL (kill_process_tree) when a child fails: pass it on
+        # as such, so systemd's journal says status=9/KILL as it would without the launcher.
+        # SIGKILL takes no handler; any other signal first gets its default action back.
+        if signum != signal.SIGKILL:
+            signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+    except (OSError, ValueError):
+        pass
+    return 128 + signum
+
+
 def run(command, secrets_path, fifo_dir=None, out_fd=1, via="config"):
     secrets = read_secrets(secrets_path)
     if not secrets:
         os.execvp(command[0], command)
-    if via == "stdin":
-        # A program of ours (the router's entry point) reads the keys as JSON on stdin.
-        child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT)
-        child.stdin.write(json.dumps(secrets).encode())
-        child.stdin.close()
-        writer = None
-    else:
-        if not fifo_dir:
-            raise LaunchError("--fifo-dir is required to pass the keys through --config")
-        fifo = os.path.join(fifo_dir, "launch.yaml")
-        command, config_path = swap_config(command, fifo)
-        text = config_with_secrets(config_path, secrets)
-        if os.path.lexists(fifo):
-            os.unlink(fifo)
-        os.mkfifo(fifo, 0o600)
-        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        writer = threading.Thread(target=feed_fifo, args=(fifo, text, child), daemon=True)
-        writer.start()
+    # Signal handlers first: a SIGTERM at any moment reaches the child, or - before there is
+    # one - ends the launcher cleanly (no child started, no pipe left behind).
+    state = {"child": None, "pending": []}
 
     def forward(signum, _frame):
+        if state["child"] is None:
+            state["pending"].append(signum)
+            return
         try:
-            child.send_signal(signum)
+            state["child"].send_signal(signum)
         except ProcessLookupError:
             pass
 
     for signum in FORWARDED:
         signal.signal(signum, forward)
 
-    redactor = Redactor(secrets.values())
-    while True:
-        chunk = os.read(child.stdout.fileno(), 65536)
-        if not chunk:
-            break
-        _write_all(out_fd, redactor.feed(chunk))
-    _write_all(out_fd, redactor.flush())
-    code = child.wait()
-    if writer:
-        writer.join(timeout=1)
-    if code < 0:
-        # End the way SGLang ended, so systemd sees the same signal. SGLang ends itself with
-        # SIGKILL (kill_process_tree) when a child fails; that one has no handler to reset.
-        if -code not in (signal.SIGKILL, signal.SIGSTOP):
-            signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    return code
+    fifo = None
+    writer = None
+    try:
+        if via == "stdin":
+            popen = {"stdin": subprocess.PIPE}
+        else:
+            if not fifo_dir:
+                raise LaunchError("--fifo-dir is required to pass the keys through --config")
+            fifo = os.path.join(fifo_dir, "launch.yaml")
+            command, config_path = swap_config(command, fifo)
+            text = config_with_secrets(config_path, secrets)
+            if os.path.lexists(fifo):
+                os.unlink(fifo)
+            os.mkfifo(fifo, 0o600)
+            popen = {}
+        if state["pending"]:
+            return 128 + state["pending"][0]
+        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 **popen)
+        state["child"] = child
+        for signum in state["pending"]:
+            child.send_signal(signum)
+        if via == "stdin":
+            # A program of ours (the router's entry point) reads the keys as JSON on stdin.
+            try:
+                child.stdin.write(json.dumps(secrets).encode())
+                child.stdin.close()
+            except BrokenPipeError:
+                pass
+        else:
+            writer = threading.Thread(target=feed_fifo, args=(fifo, text, child), daemon=True)
+            writer.start()
+
+        redactor = Redactor(secrets.values())
+        while True:
+            chunk = os.read(child.stdout.fileno(), 65536)
+            if not chunk:
+                break
+            _write_all(out_fd, redactor.feed(chunk))
+        _write_all(out_fd, redactor.flush())
+        code = child.wait()
+        if writer:
+            writer.join(timeout=1)
+    finally:
+        if fifo:
+            try:
+                os.unlink(fifo)
+            except FileNotFoundError:
+                pass
+    return _end_like(code)
 
 
 def main(argv=None):

@@ -8,10 +8,10 @@ description:
   - Reads the journal of the unit's current invocation (C(_SYSTEMD_INVOCATION_ID)), so lines
     of an earlier start are not mistaken for this one, and returns the lines that prove or
     disprove graph capture, auto-disables and the runtime decode state.
-  - Patterns are the log lines SGLang prints across 0.5.x (decode capture C(Capture cuda graph
+  - "Patterns are the log lines SGLang prints across 0.5.x (decode capture C(Capture cuda graph
     begin) up to 0.5.12, C(Capture target decode CUDA graph begin) from 0.5.16; prefill capture;
     C(Breakable CUDA graph is incompatible with ...); C(CustomAllreduce is disabled ...); the
-    periodic C(Decode batch ... cuda graph: True|False) line).
+    periodic C(Decode batch ... cuda graph: True|False) line)."
 options:
   unit: {description: systemd unit., type: str, required: true}
   max_lines: {description: Lines quoted per pattern., type: int, default: 3}
@@ -23,9 +23,9 @@ evidence: {description: "{name: {count, lines}} per pattern that matched.", type
 """
 
 import re
-import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_systemd import invocation_journal
 
 PATTERNS = {
     "decode_graph_captured": r"Capture (cuda graph|target decode CUDA graph|target verify CUDA graph) begin",
@@ -56,14 +56,14 @@ def main():
         supports_check_mode=True,
     )
     unit = module.params["unit"]
-    invocation = subprocess.run(["systemctl", "show", unit, "-p", "InvocationID", "--value"],
-                                capture_output=True, text=True, check=False).stdout.strip()
+    if module.params["max_lines"] < 0:
+        module.fail_json(msg="max_lines must be 0 or more")
+    invocation, lines = invocation_journal(unit)
     if not invocation:
-        module.fail_json(msg=f"unit {unit} has no current invocation: is it running?")
-    out = subprocess.run(["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "--no-pager",
-                          "-o", "cat"], capture_output=True, text=True, check=False).stdout
+        module.fail_json(msg=f"unit {unit!r} has no current invocation ({lines[0]}): "
+                             "is it running? Check sglang_service_name")
     module.exit_json(changed=False, invocation=invocation,
-                     evidence=scan(out.splitlines(), module.params["max_lines"]))
+                     evidence=scan(lines, module.params["max_lines"]))
 
 
 if __name__ == "__main__":

@@ -35,13 +35,18 @@ stages: {description: Start-up stages reached, with seconds from the start of th
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_http import HttpError, request
+from ansible.module_utils.sglang_http import AuthError, DeadlineError, HttpError, request
+from ansible.module_utils.sglang_redact import excerpt
 from ansible.module_utils.sglang_stages import StageOverdue, StageWatch, invocation_lines
 from ansible.module_utils.sglang_systemd import journal_tail, unit_state
 
 
 class NotReady(Exception):
     """Not ready yet; worth another try."""
+
+    def __init__(self, msg, cut=False):
+        super().__init__(msg)
+        self.cut = cut  # the overall deadline ended the attempt: an earlier answer says more
 
 
 class Failed(Exception):
@@ -50,6 +55,8 @@ class Failed(Exception):
 
 def check_unit(unit):
     state = unit_state(unit)
+    if state.get("error"):
+        raise Failed(f"cannot read the state of unit {unit}: {state['error']}")
     if state.get("ActiveState") == "failed" or (
         state.get("ActiveState") == "inactive" and state.get("Result", "success") != "success"
     ):
@@ -68,33 +75,50 @@ def check_unit(unit):
         raise Failed(f"unit {unit} is not running: start it first")
 
 
-def try_generate(url, model, prompt, max_tokens, api_key):
-    """One readiness attempt: health, then a real completion. Returns what answered."""
+def _tokens(body):
+    """usage.completion_tokens of a completion when it is a positive integer, else 0."""
+    usage = body.get("usage") if isinstance(body, dict) else None
+    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0 else 0
+
+
+def try_generate(url, model, prompt, max_tokens, api_key, budget=120.0):
+    """One readiness attempt: health, then a real completion, all within `budget` seconds."""
+    deadline = time.monotonic() + budget
+
+    def left(cap):
+        return max(0.001, min(cap, deadline - time.monotonic()))
+
     try:
-        status, _ = request(url + "/health", api_key=api_key, timeout=10)
+        status, _ = request(url + "/health", api_key=api_key, timeout=left(10))
         if status != 200:
             raise NotReady(f"/health answered {status}")
         if not model:
-            status, body = request(url + "/v1/models", api_key=api_key, timeout=10)
-            if status != 200 or not isinstance(body, dict) or not body.get("data"):
-                raise NotReady(f"/v1/models answered {status}")
-            model = body["data"][0]["id"]
+            status, body = request(url + "/v1/models", api_key=api_key, timeout=left(10))
+            data = body.get("data") if isinstance(body, dict) else None
+            if status != 200 or not isinstance(data, list) or not data \
+                    or not isinstance(data[0], dict) or not isinstance(data[0].get("id"), str):
+                raise NotReady(f"/v1/models answered {status}: {excerpt(body, [api_key])}")
+            model = data[0]["id"]
         started = time.monotonic()
         status, body = request(
             url + "/v1/completions",
             {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0},
             api_key=api_key,
-            timeout=120,
+            timeout=left(120),
         )
+    except AuthError as exc:
+        raise Failed(str(exc)) from None
+    except DeadlineError as exc:
+        raise NotReady(str(exc), cut=True) from exc
     except HttpError as exc:
         raise NotReady(str(exc)) from exc
-    if status in (401, 403):
-        raise Failed(f"/v1/completions answered {status}: the API key does not match the server's")
     if status != 200 or not isinstance(body, dict):
-        raise NotReady(f"/v1/completions answered {status}: {str(body)[:200]}")
-    tokens = int((body.get("usage") or {}).get("completion_tokens") or 0)
+        raise NotReady(f"/v1/completions answered {status}: {excerpt(body, [api_key])}")
+    tokens = _tokens(body)
     if tokens < 1:
-        raise NotReady("/v1/completions answered 200 without generating a token")
+        raise NotReady("/v1/completions answered 200 without a positive integer "
+                       "usage.completion_tokens")
     return {"model": model, "completion_tokens": tokens,
             "generation_ms": round((time.monotonic() - started) * 1000, 1)}
 
@@ -109,14 +133,15 @@ def wait_ready(params, clock=time.monotonic, sleep=time.sleep, unit_check=check_
             unit_check(params["unit"])
         try:
             answer = try_generate(url, params["model"], params["prompt"], params["max_tokens"],
-                                  params["api_key"])
+                                  params["api_key"], max(0.001, deadline - clock()))
             answer["ready_after_s"] = round(clock() - start, 2)
             return answer
         except NotReady as exc:
-            last = str(exc)
+            if not (exc.cut and last != "no attempt yet"):
+                last = str(exc)
         if clock() >= deadline:
             raise Failed(f"not ready after {params['timeout']} s; last answer: {last}")
-        sleep(params["poll"])
+        sleep(max(0.0, params["poll"]))
 
 
 def main():
@@ -135,6 +160,8 @@ def main():
         },
         supports_check_mode=True,
     )
+    if module.params["timeout"] < 0 or module.params["max_tokens"] < 1:
+        module.fail_json(msg="timeout must be 0 or more seconds and max_tokens at least 1")
     unit = module.params["unit"]
     try:
         watch = StageWatch(module.params["stage_timeouts"], invocation_lines(unit),

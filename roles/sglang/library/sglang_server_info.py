@@ -25,7 +25,7 @@ endpoints: {description: The paths that answered., type: list, returned: always}
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_http import HttpError, request
+from ansible.module_utils.sglang_http import AuthError, HttpError, request
 from ansible.module_utils.sglang_redact import redact
 
 
@@ -33,15 +33,15 @@ def first_answer(url, paths, api_key, timeout):
     """(path, JSON body) of the first path that answers 200 with an object."""
     tried = []
     for path in paths:
-        status, body = request(url + path, api_key=api_key, timeout=timeout)
+        try:
+            status, body = request(url + path, api_key=api_key, timeout=timeout)
+        except AuthError as exc:
+            # The key is wrong or missing: no older path will take it either.
+            raise HttpError(f"{exc}: set sglang_api_key to the server's key") from None
         if status == 200 and isinstance(body, dict):
             return path, body
         tried.append(f"{path}: HTTP {status}")
-        if status in (401, 403):
-            break  # the key is wrong or missing: no older path will take it either
-    raise HttpError(f"{url}: no answer ({'; '.join(tried)})"
-                    + ("; set sglang_api_key to the server's key" if "401" in tried[-1]
-                       or "403" in tried[-1] else ""))
+    raise HttpError(f"{url}: no answer ({'; '.join(tried)})")
 
 
 def read(url, api_key="", admin_api_key="", timeout=30.0):
@@ -67,7 +67,7 @@ def main():
     try:
         result = read(p["url"], p["api_key"], p["admin_api_key"], p["timeout"])
     except HttpError as exc:
-        module.fail_json(msg=str(exc))
+        module.fail_json(msg=redact(str(exc), [p["api_key"], p["admin_api_key"]]))
     module.exit_json(changed=False, **result)
 
 

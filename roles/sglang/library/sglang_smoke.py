@@ -34,11 +34,17 @@ graph_passes: {description: "cuda_graph_passes_total by mode: before, after, del
 model: {description: Model measured., type: str, returned: always}
 """
 
+import math
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_bench import graph_passes, parse_metrics, run_level, stream_one
 from ansible.module_utils.sglang_http import HttpError, request
+from ansible.module_utils.sglang_redact import excerpt
+
+
+class SmokeError(Exception):
+    """Options that cannot measure anything."""
 
 
 def _accept_length(url, api_key):
@@ -50,8 +56,11 @@ def _accept_length(url, api_key):
         return None
     if status != 200 or not isinstance(info, dict):
         return None
-    values = [s.get("avg_spec_accept_length") for s in info.get("internal_states") or []
-              if isinstance(s, dict) and s.get("avg_spec_accept_length") is not None]
+    states = info.get("internal_states")
+    values = [s.get("avg_spec_accept_length") for s in states if isinstance(s, dict)] \
+        if isinstance(states, list) else []
+    values = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)
+              and math.isfinite(v)]
     return round(sum(values) / len(values), 3) if values else None
 
 
@@ -66,11 +75,21 @@ def _passes(url, api_key):
 def run(p):
     url = p["url"].rstrip("/")
     model = p["model"]
+    bad = [f"{name} must be at least 1" for name, values in
+           (("concurrency", p["concurrency"]), ("requests_per_level", [p["requests_per_level"]]),
+            ("max_tokens", [p["max_tokens"]])) if any(v < 1 for v in values)]
+    if p["warmup"] < 0 or not p["timeout"] > 0:
+        bad.append("warmup must be 0 or more and timeout more than 0 seconds")
+    if bad:
+        raise SmokeError("; ".join(bad))
     if not model:
-        status, body = request(url + "/v1/models", api_key=p["api_key"], timeout=30)
-        if status != 200 or not isinstance(body, dict) or not body.get("data"):
-            raise HttpError(f"/v1/models answered {status}")
-        model = body["data"][0]["id"]
+        status, body = request(url + "/v1/models", api_key=p["api_key"], timeout=p["timeout"])
+        data = body.get("data") if isinstance(body, dict) else None
+        if status != 200 or not isinstance(data, list) or not data \
+                or not isinstance(data[0], dict) or not isinstance(data[0].get("id"), str):
+            raise HttpError(f"/v1/models answered {status}: {excerpt(body, [p['api_key']])}; "
+                            "set the model name")
+        model = data[0]["id"]
     body = {"model": model, "max_tokens": p["max_tokens"], "stream": True, "temperature": 0,
             "stream_options": {"include_usage": True}, "ignore_eos": p["ignore_eos"]}
     if p["chat"]:
@@ -127,6 +146,8 @@ def main():
         result = run(module.params)
     except HttpError as exc:
         module.fail_json(msg=f"smoke test could not reach the server: {exc}")
+    except SmokeError as exc:
+        module.fail_json(msg=f"smoke test options: {exc}")
     module.exit_json(changed=False, **result)
 
 

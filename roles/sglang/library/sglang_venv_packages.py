@@ -7,8 +7,9 @@ short_description: Read or restore the full package set of a virtual environment
 description:
   - C(state=read) lists every distribution the venv holds as C(name==version) lines, read
     from package metadata by the venv's own Python (no pip run); read-only, runs in check mode.
-  - C(state=restore) makes the venv hold exactly C(packages): installs what is missing or at
-    another version (C(--no-deps): the set is complete), then uninstalls what the set does
+  - >-
+    C(state=restore) makes the venv hold exactly C(packages): installs what is missing or at
+    another version (C(--no-deps), since the set is complete), then uninstalls what the set does
     not hold. With pip or with uv (C(uv pip install/uninstall)), with the role's install
     options (index, wheelhouse, no-index). Nothing runs when the set already matches.
 options:

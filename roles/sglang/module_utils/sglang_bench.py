@@ -6,12 +6,13 @@ the server's `usage.completion_tokens`, never a count of chunks: with MTP one ch
 several tokens.
 """
 
-import http.client
 import json
 import statistics
 import threading
 import time
-import urllib.parse
+
+from ansible.module_utils.sglang_http import AuthError, HttpError, exchange
+from ansible.module_utils.sglang_redact import excerpt
 
 
 def _percentile(values, pct):
@@ -24,52 +25,66 @@ def _percentile(values, pct):
 
 
 def stream_one(url, body, api_key=None, timeout=300.0):
-    """POST one streamed request; return {ok, ttft_s, latency_s, tokens, error}."""
-    parts = urllib.parse.urlsplit(url)
-    conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    conn = conn_cls(parts.hostname, parts.port, timeout=timeout)
-    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-    if api_key:
-        headers["Authorization"] = "Bearer " + api_key
+    """POST one streamed request; return {ok, ttft_s, latency_s, tokens, error}.
+
+    `timeout` bounds the whole request (an endless or trickling stream fails at it). Whatever
+    the server sends, the answer is a result, never an exception: a chunk that is not a JSON
+    object, or a completion_tokens that is not a positive integer, is a failed request.
+    """
+    headers = {"Accept": "text/event-stream"}
     start = time.perf_counter()
     ttft = None
     tokens = None
     try:
-        conn.request("POST", parts.path, json.dumps(body), headers)
-        resp = conn.getresponse()
-        if resp.status != 200:
-            return {"ok": False, "error": f"HTTP {resp.status}: {resp.read()[:200]!r}"}
-        while True:
-            line = resp.readline()
-            if not line:
-                break
-            line = line.strip()
-            if not line.startswith(b"data:"):
-                continue
-            data = line[5:].strip()
-            if data == b"[DONE]":
-                break
-            chunk = json.loads(data)
-            if ttft is None and _has_text(chunk):
-                ttft = time.perf_counter() - start
-            usage = chunk.get("usage")
-            if usage and usage.get("completion_tokens") is not None:
-                tokens = int(usage["completion_tokens"])
-        latency = time.perf_counter() - start
-    except (OSError, ValueError, http.client.HTTPException) as exc:
-        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-    finally:
-        conn.close()
+        with exchange(url, body, api_key, timeout, "POST", headers) as (resp, check):
+            if resp.status != 200:
+                return {"ok": False, "error": f"HTTP {resp.status}: "
+                                              f"{excerpt(resp.read(4096), [api_key])}"}
+            while True:
+                check()
+                line = resp.readline(1024 * 1024)
+                if not line:
+                    break
+                line = line.strip()
+                if not line.startswith(b"data:"):
+                    continue
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    break
+                try:
+                    chunk = json.loads(data)
+                except ValueError:
+                    chunk = None
+                if not isinstance(chunk, dict):
+                    return {"ok": False, "error": f"a stream chunk is not a JSON object: "
+                                                  f"{excerpt(data, [api_key], 80)}"}
+                if ttft is None and _has_text(chunk):
+                    ttft = time.perf_counter() - start
+                usage = chunk.get("usage")
+                if isinstance(usage, dict) and usage.get("completion_tokens") is not None:
+                    tokens = usage["completion_tokens"]
+            latency = time.perf_counter() - start
+    except AuthError:
+        raise  # a wrong key fails every request: the caller stops
+    except HttpError as exc:
+        return {"ok": False, "error": str(exc)}
     if ttft is None:
         return {"ok": False, "error": "no token was streamed"}
     if tokens is None:
         return {"ok": False, "error": "the stream carried no usage (completion_tokens)"}
+    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1:
+        return {"ok": False, "error": f"usage.completion_tokens {excerpt(tokens, [api_key], 40)} "
+                                      "is not a positive integer"}
     return {"ok": True, "ttft_s": ttft, "latency_s": latency, "tokens": tokens}
 
 
 def _has_text(chunk):
-    for choice in chunk.get("choices") or []:
-        delta = choice.get("delta") or {}
+    choices = chunk.get("choices")
+    for choice in choices if isinstance(choices, list) else []:
+        if not isinstance(choice, dict):
+            continue
+        delta = choice.get("delta")
+        delta = delta if isinstance(delta, dict) else {}
         if choice.get("text") or delta.get("content") or delta.get("reasoning_content"):
             return True
     return False
@@ -78,6 +93,7 @@ def _has_text(chunk):
 def run_level(url, body, concurrency, requests, api_key=None, timeout=300.0):
     """`requests` streamed requests, `concurrency` at a time. Returns the level's figures."""
     results = []
+    refused = []
     lock = threading.Lock()
     pending = list(range(requests))
 
@@ -87,7 +103,15 @@ def run_level(url, body, concurrency, requests, api_key=None, timeout=300.0):
                 if not pending:
                     return
                 pending.pop()
-            result = stream_one(url, body, api_key, timeout)
+            try:
+                result = stream_one(url, body, api_key, timeout)
+            except AuthError as exc:
+                result = {"ok": False, "error": str(exc)}
+                with lock:
+                    refused.append(exc)
+                    pending.clear()
+            except Exception as exc:  # noqa: BLE001 - a sent request is always counted
+                result = {"ok": False, "error": f"{type(exc).__name__}: {excerpt(str(exc), [api_key])}"}
             with lock:
                 results.append(result)
 
@@ -98,11 +122,13 @@ def run_level(url, body, concurrency, requests, api_key=None, timeout=300.0):
     for thread in threads:
         thread.join()
     wall = time.perf_counter() - start
+    if refused:
+        raise refused[0]
     return summarize(results, concurrency, wall)
 
 
 def summarize(results, concurrency, wall):
-    ok = [r for r in results if r["ok"]]
+    ok = [r for r in results if r.get("ok")]
     ttfts = [r["ttft_s"] * 1000 for r in ok]
     tpots = [(r["latency_s"] - r["ttft_s"]) * 1000 / (r["tokens"] - 1) for r in ok if r["tokens"] > 1]
     tokens = sum(r["tokens"] for r in ok)
@@ -111,7 +137,8 @@ def summarize(results, concurrency, wall):
         "concurrency": concurrency,
         "requests_ok": len(ok),
         "requests_failed": len(results) - len(ok),
-        "errors": sorted({r["error"] for r in results if not r["ok"]})[:5],
+        "requests_sent": len(results),
+        "errors": sorted({str(r.get("error")) for r in results if not r.get("ok")})[:5],
         "ttft_ms_p50": _round(_percentile(ttfts, 50)),
         "ttft_ms_p99": _round(_percentile(ttfts, 99)),
         "tpot_ms_p50": _round(_percentile(tpots, 50)),

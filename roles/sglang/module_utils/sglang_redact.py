@@ -3,11 +3,18 @@
 SGLang returns its API keys in `/server_info` (0.5.23: build_server_info over
 ServerArgs.resolved_dict(), sglang/srt/entrypoints/http_server.py) and only redacts its
 watermark keys. Everything the role records from a server goes through `redact` first.
+
+A key is hidden wherever it appears: as a value, inside a longer text, as an object's *key*,
+and piecewise: any run of 8 or more of its characters (a server that echoes half a key, a text
+cut in the middle of one) is replaced too. Texts are redacted before they are shortened
+(`excerpt`), never after.
 """
 
 import re
 
 REDACTED = "<redacted>"
+# The shortest piece of a key that is never shown (a key is 16-512 characters).
+PIECE = 8
 # Field names that hold secrets: api_key, admin_api_key, watermark_key(_b), hf_token, ...
 # Bounded by `_`/`-` so counts like max_total_tokens or num_draft_tokens are left alone.
 SECRET_NAME = re.compile(
@@ -21,18 +28,54 @@ def secret_name(name):
     return isinstance(name, str) and bool(SECRET_NAME.search(name))
 
 
+def redact_text(text, secrets=()):
+    """`text` with every secret, and every run of PIECE or more of a secret's characters, hidden."""
+    text = str(text)
+    secrets = [s for s in secrets if isinstance(s, str) and s]
+    if not secrets or not text:
+        return text
+    hidden = [False] * len(text)
+    for secret in secrets:
+        width = min(PIECE, len(secret))
+        for piece in {secret[i:i + width] for i in range(len(secret) - width + 1)}:
+            start = text.find(piece)
+            while start != -1:
+                hidden[start:start + width] = [True] * width
+                start = text.find(piece, start + 1)
+    if not any(hidden):
+        return text
+    out, index = [], 0
+    while index < len(text):
+        if hidden[index]:
+            while index < len(text) and hidden[index]:
+                index += 1
+            out.append(REDACTED)
+        else:
+            out.append(text[index])
+            index += 1
+    return "".join(out)
+
+
+def excerpt(value, secrets=(), limit=200):
+    """A short, printable, redacted text of `value` for an error message: redacted first."""
+    text = redact_text(value if isinstance(value, str) else repr(value), secrets)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def redact(value, secrets=()):
     """A copy of `value` with secret-named fields and any known secret string replaced."""
-    secrets = [s for s in secrets if s]
+    secrets = [s for s in secrets if isinstance(s, str) and s]
     if isinstance(value, dict):
-        return {k: (REDACTED if secret_name(k) and v not in (None, "") else redact(v, secrets))
-                for k, v in value.items()}
+        out = {}
+        for key, item in value.items():
+            name = redact(key, secrets) if isinstance(key, str) else key
+            out[name] = REDACTED if secret_name(key) and item not in (None, "") \
+                else redact(item, secrets)
+        return out
     if isinstance(value, (list, tuple)):
         return [redact(v, secrets) for v in value]
     if isinstance(value, str):
-        for secret in sorted(secrets, key=len, reverse=True):
-            value = value.replace(secret, REDACTED)
-        return value
+        return redact_text(value, secrets)
     return value
 
 

@@ -30,7 +30,8 @@ drained: {description: Whether a removed worker had no running request left., ty
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_http import HttpError, request
+from ansible.module_utils.sglang_http import AuthError, HttpError, request
+from ansible.module_utils.sglang_redact import excerpt
 
 
 class RouterError(Exception):
@@ -38,12 +39,15 @@ class RouterError(Exception):
 
 
 def workers(router, api_key):
-    status, body = request(router + "/workers", api_key=api_key, timeout=10)
-    if status != 200 or not isinstance(body, dict):
-        raise RouterError(f"{router}/workers answered HTTP {status}: {str(body)[:200]}"
-                          + ("; set sglang_router_api_key" if status in (401, 403) else ""))
+    try:
+        status, body = request(router + "/workers", api_key=api_key, timeout=10)
+    except AuthError as exc:
+        raise RouterError(f"{exc}: set sglang_router_api_key") from None
+    listed = body.get("workers") if isinstance(body, dict) else None
+    if status != 200 or not isinstance(listed or [], list):
+        raise RouterError(f"{router}/workers answered HTTP {status}: {excerpt(body, [api_key])}")
     return [{"id": w.get("id"), "url": str(w.get("url", "")).rstrip("/"),
-             "healthy": bool(w.get("is_healthy"))} for w in body.get("workers") or []]
+             "healthy": bool(w.get("is_healthy"))} for w in listed or [] if isinstance(w, dict)]
 
 
 def _wait(what, check, timeout):
@@ -62,13 +66,19 @@ def _wait(what, check, timeout):
 
 def running_requests(worker):
     """Sum of the worker's sglang:num_running_reqs gauges (its /metrics needs no key)."""
-    status, text = request(worker + "/metrics", timeout=10)
+    try:
+        status, text = request(worker + "/metrics", timeout=10)
+    except AuthError:
+        return None  # metrics behind a key: the drain cannot be watched
     if status != 200 or not isinstance(text, str):
         return None
     total = None
     for line in text.splitlines():
         if line.startswith(("sglang:num_running_reqs", "sglang_num_running_reqs")):
-            total = (total or 0) + float(line.rsplit(" ", 1)[1])
+            try:
+                total = (total or 0) + float(line.rsplit(" ", 1)[1])
+            except (IndexError, ValueError):
+                continue
     return total
 
 
@@ -78,7 +88,7 @@ def present(router, worker, api_key, timeout, check_mode):
     if changed and not check_mode:
         status, body = request(router + "/workers", {"url": worker}, api_key=api_key, timeout=10)
         if status not in (200, 201, 202):
-            raise RouterError(f"adding {worker}: HTTP {status}: {str(body)[:200]}")
+            raise RouterError(f"adding {worker}: HTTP {status}: {excerpt(body, [api_key])}")
     if not check_mode:
         _wait(f"{worker} healthy in the router",
               lambda: any(w["url"] == worker and w["healthy"] for w in workers(router, api_key))
@@ -94,7 +104,7 @@ def absent(router, worker, api_key, timeout, drain_timeout, check_mode):
         status, body = request(f"{router}/workers/{w['id']}", api_key=api_key, timeout=10,
                                method="DELETE")
         if status not in (200, 202, 204, 404):
-            raise RouterError(f"removing {worker}: HTTP {status}: {str(body)[:200]}")
+            raise RouterError(f"removing {worker}: HTTP {status}: {excerpt(body, [api_key])}")
     _wait(f"{worker} gone from the router",
           lambda: all(w["url"] != worker for w in workers(router, api_key)) or "still listed",
           timeout)
@@ -148,7 +158,7 @@ def main():
         result["workers"] = [{"url": w["url"], "healthy": w["healthy"]}
                              for w in workers(router, p["api_key"])]
     except (HttpError, RouterError) as exc:
-        module.fail_json(msg=str(exc))
+        module.fail_json(msg=excerpt(str(exc), [p["api_key"]], 1000))
     module.exit_json(**result)
 
 

@@ -1,0 +1,1 @@
+../../sglang/module_utils/sglang_redact.py
