@@ -339,7 +339,7 @@ class Verdict:
             err = self.error
             return _row("resolution", "sglang", "startup error", "fail",
                         f"SGLang raised {err.get('type')} at {err.get('file')}:{err.get('line')} "
-                        f"({err.get('function')}) while it {err.get('stage') or 'resolved'}d "
+                        f"({err.get('function')}) while it {err.get('stage') or 'resolve'}d "
                         f"the release: {err.get('message')}. The server would not start: change "
                         "the arguments it names (sglang_server_args or the profile)")
         reason = res.get("reason") or "sglang_resolve did not run"

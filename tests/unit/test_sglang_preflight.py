@@ -395,6 +395,10 @@ def test_an_error_sglang_raises_fails_with_its_own_message():
     row = by_name(verdict)["resolution"]
     assert row["status"] == "fail"
     assert "SGLang raised ValueError at sglang/srt/server_args.py:2568" in row["evidence"]
+    assert "while it resolved the release" in row["evidence"]
+    res["error"].pop("stage")  # a report without a stage reads the same
+    again = by_name(pf.sglang_preflight(facts(version="0.5.12"), ARGS, resolution=res))
+    assert "while it resolved the release" in again["resolution"]["evidence"]
 
 
 def test_an_expected_value_sglang_resolves_otherwise_fails():
