@@ -2,7 +2,7 @@
 
 import pytest
 
-from sglang_inputs import sglang_host_inputs
+from ansible_collections.sglang.deploy.plugins.filter.sglang_inputs import sglang_host_inputs
 from support import load_module
 
 facts_mod = load_module("sglang_facts")

@@ -3,7 +3,7 @@
 import pytest
 from support import load_module
 
-from ansible.module_utils.sglang_stages import NAMES, StageOverdue, StageWatch, reached_index
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_stages import NAMES, StageOverdue, StageWatch, reached_index
 
 ready = load_module("sglang_ready")
 

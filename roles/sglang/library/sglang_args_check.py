@@ -29,7 +29,7 @@ elapsed_s: {description: Time the parser took., type: float, returned: always}
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_cli import parse_help, run_help, unknown_args
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_cli import parse_help, run_help, unknown_args
 
 
 def check(venv, args, launch_module="sglang.launch_server", timeout=120):

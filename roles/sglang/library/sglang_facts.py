@@ -46,7 +46,7 @@ import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_source import blacklist_facts, find_package
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_source import blacklist_facts, find_package
 
 ENV_PREFIXES = ("NCCL_", "SGLANG_", "CUDA_", "TORCH_NCCL_")
 

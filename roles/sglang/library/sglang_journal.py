@@ -25,7 +25,7 @@ evidence: {description: "{name: {count, lines}} per pattern that matched.", type
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_systemd import invocation_journal
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import invocation_journal
 
 PATTERNS = {
     "decode_graph_captured": r"Capture (cuda graph|target decode CUDA graph|target verify CUDA graph) begin",

@@ -35,10 +35,10 @@ stages: {description: Start-up stages reached, with seconds from the start of th
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_http import AuthError, DeadlineError, HttpError, request
-from ansible.module_utils.sglang_redact import excerpt
-from ansible.module_utils.sglang_stages import StageOverdue, StageWatch, invocation_lines
-from ansible.module_utils.sglang_systemd import journal_tail, unit_state
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import AuthError, DeadlineError, HttpError, request
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_stages import StageOverdue, StageWatch, invocation_lines
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import journal_tail, unit_state
 
 
 class NotReady(Exception):

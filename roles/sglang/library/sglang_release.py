@@ -122,7 +122,7 @@ import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_redact import redact_env_text
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import redact_env_text
 
 MANIFEST = "manifest.json"
 SCHEMA = 1

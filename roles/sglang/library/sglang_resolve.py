@@ -146,7 +146,7 @@ import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils import sglang_probe
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_probe
 
 GPU_QUERY = "index,name,memory.total,compute_cap"
 

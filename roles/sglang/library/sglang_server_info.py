@@ -25,8 +25,8 @@ endpoints: {description: The paths that answered., type: list, returned: always}
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_http import AuthError, HttpError, request
-from ansible.module_utils.sglang_redact import redact
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import AuthError, HttpError, request
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import redact
 
 
 def first_answer(url, paths, api_key, timeout):

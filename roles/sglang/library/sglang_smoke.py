@@ -38,9 +38,9 @@ import math
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_bench import graph_passes, parse_metrics, run_level, stream_one
-from ansible.module_utils.sglang_http import HttpError, request
-from ansible.module_utils.sglang_redact import excerpt
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_bench import graph_passes, parse_metrics, run_level, stream_one
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import HttpError, request
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt
 
 
 class SmokeError(Exception):

@@ -30,8 +30,8 @@ drained: {description: Whether a removed worker had no running request left., ty
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_http import AuthError, HttpError, request
-from ansible.module_utils.sglang_redact import excerpt
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import AuthError, HttpError, request
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt
 
 
 class RouterError(Exception):

@@ -7,15 +7,11 @@ nothing SGLang can tell us about itself is written down here.
 
 import ipaddress
 import json
-import os
 import re
-import sys
 
 from ansible.errors import AnsibleFilterError
 
-# Ansible loads each filter file on its own: make the sibling helper importable.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sglang_filter_errors import own_errors  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
 
 LEVELS = ("required", "auto", "off")
 EXPECT_KEYS = {"decode_cuda_graph", "prefill_cuda_graph", "custom_all_reduce", "nccl_p2p",
@@ -203,7 +199,7 @@ def _logged(resolution, *words):
 
 def resolved_view(resolved):
     """The rows' values from SGLang's resolved fields (any 0.5.x shape)."""
-    from sglang_verify import sglang_effective
+    from ansible_collections.sglang.deploy.plugins.filter.sglang_verify import sglang_effective
 
     effective = sglang_effective(resolved)
     prefill = effective.get("prefill_cuda_graph")

@@ -2,14 +2,10 @@
 smoke-test gates and the bandwidth ceiling. Pure functions, tested in tests/unit."""
 
 import math
-import os
-import sys
 
 from ansible.errors import AnsibleFilterError
 
-# Ansible loads each filter file on its own: make the sibling helper importable.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sglang_filter_errors import own_errors  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
 
 SPEC_FIELDS = {"algorithm": "speculative_algorithm", "num_steps": "speculative_num_steps",
                "eagle_topk": "speculative_eagle_topk",
@@ -66,7 +62,8 @@ def sglang_effective(info):
 def sglang_verify(effective, preflight, expect=None):
     """{ok, checks, failures, warnings}: a required setting that did not resolve fails; a
     resolved value that differs from the prediction is reported with both values."""
-    from sglang_preflight import _check_expect  # one reading of sglang_expect (old names too)
+    # One reading of sglang_expect (old names too); imported here: preflight imports this file.
+    from ansible_collections.sglang.deploy.plugins.filter.sglang_preflight import _check_expect
 
     expect = _check_expect(expect)
     predicted = {r["name"]: r["predicted"] for r in (preflight or {}).get("rows", [])}

@@ -11,8 +11,8 @@ import statistics
 import threading
 import time
 
-from ansible.module_utils.sglang_http import AuthError, HttpError, exchange
-from ansible.module_utils.sglang_redact import excerpt
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import AuthError, HttpError, exchange
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt
 
 
 def _percentile(values, pct):
