@@ -27,8 +27,9 @@ def _load(name, path):
 
 
 def load_module(name):
-    """A module from roles/*/library, importable for its functions."""
-    return _load(name, ROLE / "library" / f"{name}.py")
+    """A module from roles/*/library (each name is in one role), importable for its functions."""
+    path = next((ROOT / "roles").glob(f"*/library/{name}.py"))
+    return _load(name, path)
 
 
 def free_port():

@@ -116,7 +116,7 @@ def run_level(url, body, concurrency, requests, api_key=None, timeout=300.0):
                 results.append(result)
 
     start = time.perf_counter()
-    threads = [threading.Thread(target=worker) for _ in range(max(1, concurrency))]
+    threads = [threading.Thread(target=worker) for _unused in range(max(1, concurrency))]
     for thread in threads:
         thread.start()
     for thread in threads:
