@@ -11,7 +11,8 @@ cp -r "$root/tests/collection/consumer/." "$work/"
 cd "$work"
 unset ANSIBLE_CONFIG ANSIBLE_COLLECTIONS_PATH ANSIBLE_COLLECTIONS_PATHS ANSIBLE_FILTER_PLUGINS \
   ANSIBLE_LIBRARY ANSIBLE_MODULE_UTILS ANSIBLE_ROLES_PATH
-ansible-galaxy collection install "$tarball" -p ./collections >/dev/null
+sed -i "s|@TARBALL@|$tarball|" requirements.yml
+ansible-galaxy collection install -r requirements.yml -p ./collections >/dev/null
 ansible-galaxy collection list sglang.deploy -p ./collections 2>/dev/null | grep -E '^sglang\.deploy '
 # Every module's documentation renders by FQCN from the installed collection (one call).
 modules=(./collections/ansible_collections/sglang/deploy/plugins/modules/*.py)
@@ -21,3 +22,5 @@ ansible-doc "${names[@]}" >/dev/null
 echo "ansible-doc: ${#names[@]} modules render by FQCN"
 ansible-playbook -i localhost, site.yml --syntax-check
 ansible-playbook -i localhost, site.yml --check
+# The collection's own playbooks resolve its roles by their short names.
+ansible-playbook -i localhost, sglang.deploy.deploy --syntax-check
