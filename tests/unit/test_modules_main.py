@@ -3,6 +3,7 @@ pattern): what each returns, changes and refuses. Hostile arguments: test_hostil
 
 import json
 import os
+import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -99,14 +100,24 @@ def test_lock_is_taken_refused_to_another_run_and_released(tmp_path):
     assert not (tmp_path / ".deploy.lock").exists()
 
 
-def test_pip_check_reads_installed_and_missing():
-    venv = sys.prefix
-    import pytest as installed
-    result, code = run("sglang_pip_check", {"venv": venv, "requirements": [
-        f"pytest=={installed.__version__}", "no-such-package-here==1.0"]})
+@pytest.fixture(scope="module")
+def small_venv(tmp_path_factory):
+    """A real venv (with pip, as venv makes it) holding one made-up distribution, demo-pkg 1.2."""
+    venv = tmp_path_factory.mktemp("venv") / "env"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    site = next(venv.glob("lib/python3*/site-packages"))
+    dist = site / "demo_pkg-1.2.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: demo-pkg\nVersion: 1.2\n")
+    return venv
+
+
+def test_pip_check_reads_installed_and_missing(small_venv):
+    result, code = run("sglang_pip_check", {"venv": str(small_venv), "requirements": [
+        "demo-pkg==1.2", "demo-pkg>=2", "no-such-package-here==1.0"]})
     assert code == 0 and result["venv_exists"], result
-    assert result["installed"]["pytest"] == installed.__version__
-    assert result["missing"] == ["no-such-package-here==1.0"]
+    assert result["installed"]["demo-pkg"] == "1.2"
+    assert result["missing"] == ["demo-pkg>=2", "no-such-package-here==1.0"]
 
 
 def test_ready_answers_once_tokens_come_back(standin):
@@ -164,11 +175,10 @@ def test_smoke_measures_each_concurrency_level(standin):
     assert result["model"] == "m"
 
 
-def test_venv_packages_reads_the_set():
-    import pytest as installed
-    result, code = run("sglang_venv_packages", {"venv": sys.prefix})
+def test_venv_packages_reads_the_set(small_venv):
+    result, code = run("sglang_venv_packages", {"venv": str(small_venv)})
     assert code == 0 and result["venv_exists"], result
-    assert f"pytest=={installed.__version__}" in result["packages"]
+    assert "demo-pkg==1.2" in result["packages"]
 
 
 class Router(BaseHTTPRequestHandler):
