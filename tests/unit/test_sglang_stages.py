@@ -97,3 +97,38 @@ def test_the_ready_module_fails_with_the_stage_that_is_overdue(monkeypatch):
               "prompt": "p", "max_tokens": 1, "api_key": ""}
     with pytest.raises(ready.Failed, match="'scheduler started' did not show within 5 s"):
         ready.wait_ready(params, clock=clock, sleep=lambda _s: None, unit_check=unit_check)
+
+
+def test_a_wait_in_slices_goes_on_where_the_last_call_stopped():
+    """Each slice is another process: the state it hands on keeps the stages and deadlines."""
+    clock, lines = Clock(), list(GPU[:4])
+    first = StageWatch({"weights loaded": 100}, lambda: lines, clock)
+    clock.now = 10
+    first.check()
+    clock.now = 60
+    second = StageWatch({"weights loaded": 100}, lambda: lines, clock).restore(first.state())
+    assert second.waiting() == ("waiting for 'weights loaded' after weights loading "
+                                "(50 s ago), 60 s in all")
+    second.check()
+    assert second.reached == first.reached  # nothing counted twice
+    clock.now = 111  # 101 s after weights loading was first seen, in the first call
+    with pytest.raises(StageOverdue, match="'weights loaded' did not show within 100 s"):
+        second.check()
+
+
+def test_the_ready_module_returns_pending_at_the_end_of_a_slice(monkeypatch):
+    monkeypatch.setattr(ready, "try_generate", lambda *a: (_ for _ in ()).throw(
+        ready.NotReady("/health answered 503")))
+    clock = Clock()
+
+    def sleep(seconds):
+        clock.now += seconds
+
+    params = {"url": "http://x", "unit": "", "timeout": 100, "poll": 1, "model": "",
+              "prompt": "p", "max_tokens": 1, "api_key": ""}
+    with pytest.raises(ready.Pending, match="503"):
+        ready.wait_ready(params, clock=clock, sleep=sleep, start=0, until=5)
+    assert clock.now == 5
+    # The overall deadline counts from the start of the first slice, not of this one.
+    with pytest.raises(ready.Failed, match="not ready after 100 s"):
+        ready.wait_ready(params, clock=clock, sleep=sleep, start=-95, until=50)
