@@ -63,7 +63,7 @@ def test_fetches_in_slices_with_progress_then_changes_nothing(hub, monkeypatch):
     assert out["changed"] and out["fetched"] and out["sha"] == COMMIT and out["files"] == 3
     model = os.path.join(args["local_dir"], "model.safetensors")
     assert open(model, "rb").read() == (commit / "model.safetensors").read_bytes()
-    assert any("3 files, 0.0 GB" in line for line in progress), progress
+    assert any("3 files, 3.1 MB, 3.1 MB to download" in line for line in progress), progress
     assert progress[-1].startswith("fetched 3 files")
     assert statuses and all(s.startswith("fetching owner/model@0123456789ab") for s in statuses)
     again, _ = call({**args, "slice": 0.3})

@@ -56,6 +56,12 @@ from ansible.module_utils.sglang_redact import excerpt
 GB = 1e9
 
 
+def size(n):
+    """Bytes for people: 8.4 MB, 54.1 GB."""
+    n = float(n or 0)
+    return f"{n / GB:.1f} GB" if n >= GB else f"{n / 1e6:.1f} MB"
+
+
 class FetchFailed(Exception):
     def __init__(self, msg, log=None):
         super().__init__(msg)
@@ -163,8 +169,7 @@ def status_line(params, state, done, rate):
     if state.get("phase") != "downloading" or not total:
         return f"fetching {what}: {state.get('phase', 'starting')}"
     speed = f", {rate / 1e6:.0f} MB/s" if rate else ""
-    return (f"fetching {what}: {done / GB:.1f} of {total / GB:.1f} GB "
-            f"({100 * done / total:.0f}%){speed}")
+    return f"fetching {what}: {size(done)} of {size(total)} ({100 * done / total:.0f}%){speed}"
 
 
 def watch(params, work, resume, proc=None, clock=time.time, sleep=time.sleep):
@@ -182,8 +187,8 @@ def watch(params, work, resume, proc=None, clock=time.time, sleep=time.sleep):
         if phase != phase_seen and phase == "downloading":
             progress.append(
                 f"fetching {params['repo']}@{state.get('sha', '')[:12]}: "
-                f"{len(state.get('files') or {})} files, {state.get('total_bytes', 0) / GB:.1f} "
-                f"GB, {state.get('need_bytes', 0) / GB:.1f} GB to download")
+                f"{len(state.get('files') or {})} files, {size(state.get('total_bytes'))}, "
+                f"{size(state.get('need_bytes'))} to download")
         phase_seen = phase
         if phase == "done":
             config = os.path.join(params["local_dir"], "config.json")
@@ -194,8 +199,7 @@ def watch(params, work, resume, proc=None, clock=time.time, sleep=time.sleep):
                     f"{config} has architectures {archs!r}: not a checkpoint SGLang can serve "
                     "(check sglang_model_fetch.repo and allow_patterns)")
             progress.append(f"fetched {state.get('files')} files, "
-                            f"{state.get('total_bytes', 0) / GB:.1f} GB in "
-                            f"{clock() - started:.0f} s")
+                            f"{size(state.get('total_bytes'))} in {clock() - started:.0f} s")
             return {"fetched": True, "sha": state.get("sha", params["revision"]),
                     "architectures": archs,
                     "files": state.get("files"), "total_bytes": state.get("total_bytes"),
