@@ -195,7 +195,11 @@ def main():
     seen = len(watch.reached) if watch else 0
 
     def news():
-        return [f"{r['stage']} at {r['after_s']} s" for r in (watch.reached[seen:] if watch else [])]
+        """The stages reached in this call, those seen at the same moment on one line."""
+        lines = {}
+        for r in watch.reached[seen:] if watch else []:
+            lines.setdefault(r["after_s"], []).append(r["stage"])
+        return [f"{', '.join(stages)} at {at} s" for at, stages in lines.items()]
 
     def unit_and_stage_check(name):
         # The journal first: a crash is reported with the last stage it reached.
