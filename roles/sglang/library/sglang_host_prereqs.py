@@ -20,7 +20,15 @@ options:
   wheelhouse: {description: Wheelhouse directory on the host, if any., type: str, default: ""}
   cuda_min_driver: {description: CUDA version -> minimum Linux driver., type: dict, default: {}}
   hardening: {description: The unit's sandbox settings (sglang_service_hardening)., type: dict, default: {}}
-  disk: {description: "Free space needed: list of {path, gb, what}.", type: list, elements: dict, default: []}
+  disk:
+    description: Free space needed.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path: {description: A directory on the filesystem to check., type: path, required: true}
+      gb: {description: Gigabytes that must be free there., type: float, default: 0}
+      what: {description: What needs the space (for the message)., type: str, default: this deploy}
 """
 
 RETURN = r"""
@@ -191,7 +199,10 @@ def main():
             "wheelhouse": {"type": "str", "default": ""},
             "cuda_min_driver": {"type": "dict", "default": {}},
             "hardening": {"type": "dict", "default": {}},
-            "disk": {"type": "list", "elements": "dict", "default": []},
+            "disk": {"type": "list", "elements": "dict", "default": [], "options": {
+                "path": {"type": "path", "required": True},
+                "gb": {"type": "float", "default": 0},
+                "what": {"type": "str", "default": "this deploy"}}},
         },
         supports_check_mode=True,
     )
