@@ -47,8 +47,13 @@ def plan(request, token):
     info = HfApi().model_info(request["repo"], revision=request["revision"],
                               files_metadata=True, token=token or None)
     siblings = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
-    chosen = filter_repo_objects(list(siblings), allow_patterns=request.get("allow_patterns"))
-    return {name: siblings[name] for name in chosen}, info.sha
+    # An empty list would match nothing (huggingface_hub's rule): no patterns means all files.
+    chosen = filter_repo_objects(list(siblings), allow_patterns=request.get("allow_patterns") or None)
+    files = {name: siblings[name] for name in chosen}
+    if not files:
+        raise RuntimeError(f"{request['repo']}@{info.sha} has no file matching "
+                           f"{request.get('allow_patterns')} (sglang_model_fetch.allow_patterns)")
+    return files, info.sha
 
 
 def check_disk(local_dir, files, min_free_bytes):
@@ -81,7 +86,7 @@ def run(request):
                          need_bytes=check_disk(local_dir, files, request["min_free_bytes"]))
             write_json(state_file, state)
         snapshot_download(repo_id=request["repo"], revision=sha, local_dir=local_dir,
-                          allow_patterns=request.get("allow_patterns"), token=token or None,
+                          allow_patterns=request.get("allow_patterns") or None, token=token or None,
                           local_files_only=bool(request.get("offline")))
         if not os.path.isfile(os.path.join(local_dir, "config.json")):
             raise RuntimeError(f"{request['repo']}@{sha} has no config.json: not a checkpoint "
