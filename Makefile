@@ -60,8 +60,9 @@ bench: setup
 wheelhouse-full: setup
 	bash scripts/build-wheelhouse-full.sh >/dev/null
 
+# Every scenario, two at a time (MOLECULE_LANES=1 for one after another).
 molecule: setup wheelhouse-full
-	molecule test --all
+	bash scripts/molecule-all.sh
 
 test: lint collection-test unit integration bench molecule
 

@@ -6,6 +6,8 @@ The collection's source lives in this repository, each file once:
 - collections/ansible_collections/sglang/deploy/: galaxy.yml, meta/, changelogs/,
   CHANGELOG.rst and plugins/ (filter, module_utils, plugin_utils);
 - roles/<role>/library/*.py: the modules (-> plugins/modules/);
+- roles/<role>/action_plugins/*.py: action plugins (-> plugins/action/): Ansible loads a
+  role's own plugin directories only for roles outside collections;
 - roles/ and playbooks/ (deploy.yml joins them), README.md and LICENSE at the top level.
 The roles name the filters by FQCN (sglang.deploy.*): Ansible looks a short filter name up
 neither in a role's own collection nor in a collection role's filter_plugins/.
@@ -24,6 +26,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "collections" / "ansible_collections" / "sglang" / "deploy"
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
+# A role's plugin directories -> the collection's plugins/<kind>/.
+ROLE_PLUGINS = {"library": "modules", "action_plugins": "action"}
 
 
 def assemble(tree):
@@ -36,15 +40,16 @@ def assemble(tree):
         "__pycache__", "*.pyc", "fragments"))
     for name in ("README.md", "LICENSE"):
         shutil.copy2(ROOT / name, dest / name)
-    modules = dest / "plugins" / "modules"
-    modules.mkdir(parents=True, exist_ok=True)
     for role in sorted(p for p in (ROOT / "roles").iterdir() if p.is_dir()):
-        shutil.copytree(role, dest / "roles" / role.name,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "library"))
-        for module in sorted((role / "library").glob("*.py")):
-            if (modules / module.name).exists():
-                sys.exit(f"module {module.name} is in two roles' library/")
-            shutil.copy2(module, modules / module.name)
+        shutil.copytree(role, dest / "roles" / role.name, ignore=shutil.ignore_patterns(
+            "__pycache__", "*.pyc", *ROLE_PLUGINS))
+        for subdir, kind in ROLE_PLUGINS.items():
+            target = dest / "plugins" / kind
+            target.mkdir(parents=True, exist_ok=True)
+            for plugin in sorted((role / subdir).glob("*.py")):
+                if (target / plugin.name).exists():
+                    sys.exit(f"{plugin.name} is in two roles' {subdir}/")
+                shutil.copy2(plugin, target / plugin.name)
     shutil.copytree(ROOT / "playbooks", dest / "playbooks", ignore=IGNORE)
     shutil.copy2(ROOT / "deploy.yml", dest / "playbooks" / "deploy.yml")
     return dest

@@ -38,3 +38,30 @@ def free_port():
         return sock.getsockname()[1]
 
 
+
+
+def run_main(path, args, check_mode=False):
+    """(printed text, SystemExit code) of a module's main() given these arguments, as
+    Ansible would run it (the module reads its arguments from basic._ANSIBLE_ARGS)."""
+    import contextlib
+    import io
+    import json
+
+    from ansible.module_utils import basic
+
+    module = _load(f"main_{path.stem}", path)
+    out = io.StringIO()
+    saved = basic._ANSIBLE_ARGS, basic._ANSIBLE_PROFILE
+    args = {**args, "_ansible_check_mode": True} if check_mode else args
+    basic._ANSIBLE_ARGS = json.dumps({"ANSIBLE_MODULE_ARGS": args}).encode()
+    basic._ANSIBLE_PROFILE = "legacy"
+    code = None
+    try:
+        with contextlib.redirect_stdout(out):
+            try:
+                module.main()
+            except SystemExit as exc:
+                code = exc.code
+    finally:
+        basic._ANSIBLE_ARGS, basic._ANSIBLE_PROFILE = saved
+    return out.getvalue(), code

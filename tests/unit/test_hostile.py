@@ -9,7 +9,6 @@ and its output never holds the API key or any 8-character piece of it.
 """
 
 import contextlib
-import io
 import json
 import os
 import tempfile
@@ -19,10 +18,9 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import ROOT, _load
+from support import ROOT, _load, run_main
 from support.hostile import hang, raw, reply, serve, stream, trickle
 
-from ansible.module_utils import basic
 
 KEY = "hostileKEY-" + "Zx81Qp40" * 4
 PIECES = [KEY[i:i + 8] for i in range(len(KEY) - 7)]
@@ -31,7 +29,7 @@ LIBRARIES = [ROOT / "roles" / "sglang" / "library", ROOT / "roles" / "sglang_rou
 # with the arguments that cannot run commands for a long time.
 MODULES = sorted({p.stem: p for lib in LIBRARIES for p in lib.glob("*.py")}.items())
 HTTP_OPTIONS = {"url", "router_url", "worker"}
-SECONDS = {"timeout", "drain_timeout", "poll"}
+SECONDS = {"timeout", "drain_timeout", "poll", "slice"}
 
 TEXT = st.sampled_from([
     "", " ", "\n", "x\r\ny", "a\0b", "\u2028", "../../etc", "/etc/passwd", "-rf", "--help",
@@ -103,26 +101,6 @@ def hostile_base(root):
     (root / "victim" / "keep").write_text("x")
     (root / "a-file").write_text("not a directory")
     return base
-
-
-def run_main(path, args):
-    """(result dict, SystemExit code) of one module's main() with these arguments."""
-    module = _load(f"hostile_{path.stem}", path)
-    out = io.StringIO()
-    saved = basic._ANSIBLE_ARGS, basic._ANSIBLE_PROFILE
-    basic._ANSIBLE_ARGS = json.dumps({"ANSIBLE_MODULE_ARGS": args}).encode()
-    basic._ANSIBLE_PROFILE = "legacy"
-    code = None
-    try:
-        with contextlib.redirect_stdout(out):
-            try:
-                module.main()
-            except SystemExit as exc:
-                code = exc.code
-    finally:
-        basic._ANSIBLE_ARGS, basic._ANSIBLE_PROFILE = saved
-    text = out.getvalue()
-    return text, code
 
 
 def options_of(path):

@@ -112,6 +112,14 @@ def small_venv(tmp_path_factory):
     return venv
 
 
+def test_model_fetch_without_the_ml_env_says_which_variable(tmp_path):
+    result, code = run("sglang_model_fetch", {
+        "repo": "Qwen/Qwen3.6-27B", "revision": "0" * 40, "local_dir": str(tmp_path / "m"),
+        "venv": str(tmp_path / "none"), "state_dir": str(tmp_path / "state"), "offline": True})
+    assert code == 1 and result["failed"] and "sglang_venv" in result["msg"], result
+    assert result["pending"] is False
+
+
 def test_pip_check_reads_installed_and_missing(small_venv):
     result, code = run("sglang_pip_check", {"venv": str(small_venv), "requirements": [
         "demo-pkg==1.2", "demo-pkg>=2", "no-such-package-here==1.0"]})

@@ -101,3 +101,14 @@ def test_model_from_local_dir_and_hub_cache(tmp_path):
     assert out["architectures"] == ["Qwen3NextForCausalLM"]
     missing = facts_mod.model_facts("Qwen/Nope", "", {"HF_HUB_CACHE": str(tmp_path / "hub")})
     assert missing["source"] is None and missing["architectures"] == []
+
+
+def test_the_hub_cache_the_release_names_is_where_the_model_is_looked_for(tmp_path):
+    """HF_HOME in sglang_env is the cache the unit reads: the facts look there too."""
+    snap = tmp_path / "hf" / "hub" / "models--Qwen--Qwen3.6-27B" / "snapshots" / ("b" * 40)
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text(json.dumps({"architectures": ["X"]}))
+    out = facts_mod.collect({"venv": str(tmp_path), "model_path": "Qwen/Qwen3.6-27B",
+                             "model_revision": "b" * 40, "nvidia_smi": "nvidia-smi-not-here",
+                             "env": {"HF_HOME": str(tmp_path / "hf")}})
+    assert out["model"]["source"] == "hub-cache" and out["model"]["architectures"] == ["X"]

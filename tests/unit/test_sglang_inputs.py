@@ -95,3 +95,45 @@ def test_a_hanging_nvidia_smi_is_reported_not_raised(tmp_path):
     smi.chmod(0o755)
     rc, _, err = facts_mod._run([str(smi)], timeout=1)
     assert rc == 124 and "did not answer within 1 s" in err
+
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def test_a_fetch_plan_is_checked_and_filled_in():
+    from ansible_collections.sglang.deploy.plugins.filter.sglang_inputs import sglang_fetch_plan
+
+    assert sglang_fetch_plan({}) == {}
+    plan = sglang_fetch_plan({"repo": "Qwen/Qwen3.6-27B", "revision": COMMIT}, "/srv/m", "",
+                             {"HF_HUB_OFFLINE": "1"})
+    assert plan == {"repo": "Qwen/Qwen3.6-27B", "revision": COMMIT, "allow_patterns": [],
+                    "offline": True, "min_free_gb": 10, "timeout": 14400}
+    assert not sglang_fetch_plan({"repo": "a/b", "revision": COMMIT}, "/srv/m")["offline"]
+
+
+@pytest.mark.parametrize("fetch, path, revision, words", [
+    ("yes", "/srv/m", "", ["must be a mapping"]),
+    ({"repo": "a/b", "revision": COMMIT, "branch": "x"}, "/srv/m", "", ["unknown keys ['branch']"]),
+    ({"repo": "Qwen3.6-27B", "revision": COMMIT}, "/srv/m", "", ["not a hub id", "owner/name"]),
+    ({"repo": "a/b", "revision": "main"}, "/srv/m", "", ["'main' is not a commit", "40-character"]),
+    ({"repo": "a/b", "revision": COMMIT}, "models/m", "", ["absolute path of its own"]),
+    ({"repo": "a/b", "revision": COMMIT}, "/srv", "", ["absolute path of its own"]),
+    ({"repo": "a/b", "revision": COMMIT}, "/srv/m", "v1", ["leave sglang_model_revision empty"]),
+    ({"repo": "a/b", "revision": COMMIT, "allow_patterns": "*.json"}, "/srv/m", "",
+     ["list of globs"]),
+    ({"repo": "a/b", "revision": COMMIT, "timeout": "1h"}, "/srv/m", "", ["timeout must be"]),
+])
+def test_a_bad_fetch_plan_says_what_to_change(fetch, path, revision, words):
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.sglang.deploy.plugins.filter.sglang_inputs import sglang_fetch_plan
+
+    with pytest.raises(AnsibleFilterError) as err:
+        sglang_fetch_plan(fetch, path, revision)
+    for word in words:
+        assert word in str(err.value)
+
+
+def test_a_checkpoint_being_fetched_is_not_refused_for_being_absent():
+    facts = _facts(model={"source": None})
+    assert not sglang_host_inputs(facts, ARGS)["ok"]
+    assert sglang_host_inputs(facts, ARGS, fetching=True)["ok"]

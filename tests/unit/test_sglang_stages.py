@@ -97,3 +97,68 @@ def test_the_ready_module_fails_with_the_stage_that_is_overdue(monkeypatch):
               "prompt": "p", "max_tokens": 1, "api_key": ""}
     with pytest.raises(ready.Failed, match="'scheduler started' did not show within 5 s"):
         ready.wait_ready(params, clock=clock, sleep=lambda _s: None, unit_check=unit_check)
+
+
+def test_a_wait_in_slices_goes_on_where_the_last_call_stopped():
+    """Each slice is another process: the state it hands on keeps the stages and deadlines."""
+    clock, lines = Clock(), list(GPU[:4])
+    first = StageWatch({"weights loaded": 100}, lambda: lines, clock)
+    clock.now = 10
+    first.check()
+    clock.now = 60
+    second = StageWatch({"weights loaded": 100}, lambda: lines, clock).restore(first.state())
+    assert second.waiting() == ("waiting for 'weights loaded' after weights loading "
+                                "(50 s ago), 60 s in all")
+    second.check()
+    assert second.reached == first.reached  # nothing counted twice
+    clock.now = 111  # 101 s after weights loading was first seen, in the first call
+    with pytest.raises(StageOverdue, match="'weights loaded' did not show within 100 s"):
+        second.check()
+
+
+def test_the_ready_module_returns_pending_at_the_end_of_a_slice(monkeypatch):
+    monkeypatch.setattr(ready, "try_generate", lambda *a: (_ for _ in ()).throw(
+        ready.NotReady("/health answered 503")))
+    clock = Clock()
+
+    def sleep(seconds):
+        clock.now += seconds
+
+    params = {"url": "http://x", "unit": "", "timeout": 100, "poll": 1, "model": "",
+              "prompt": "p", "max_tokens": 1, "api_key": ""}
+    with pytest.raises(ready.Pending, match="503"):
+        ready.wait_ready(params, clock=clock, sleep=sleep, start=0, until=5)
+    assert clock.now == 5
+    # The overall deadline counts from the start of the first slice, not of this one.
+    with pytest.raises(ready.Failed, match="not ready after 100 s"):
+        ready.wait_ready(params, clock=clock, sleep=sleep, start=-95, until=50)
+
+
+def test_through_main_the_stages_come_slice_by_slice_then_tokens(standin, monkeypatch):
+    """sglang_ready's main() as the sglang_progress action calls it: pending with the stages
+    of this slice (those seen at once on one line) and a resume state, then ready."""
+    import json
+
+    from support import ROLE, free_port, run_main
+
+    from ansible_collections.sglang.deploy.plugins.module_utils import sglang_stages, sglang_systemd
+
+    journal = list(GPU[:3])
+    monkeypatch.setattr(sglang_stages, "invocation_lines", lambda unit: lambda: list(journal))
+    monkeypatch.setattr(sglang_systemd, "unit_state", lambda unit: {
+        "ActiveState": "active", "SubState": "running", "Result": "success", "NRestarts": 0})
+    args = {"url": f"http://127.0.0.1:{free_port()}", "unit": "sglang", "timeout": 60,
+            "poll": 0.05, "slice": 0.2, "stage_timeouts": {"server up": 30}}
+    first = json.loads(run_main(ROLE / "library" / "sglang_ready.py", args)[0])
+    assert first["pending"] and first["progress"] == [
+        "arguments resolved, scheduler started at 0.0 s"]
+    assert first["status"].startswith("waiting for 'weights loading' after scheduler started")
+    journal += GPU[3:]
+    url, _ = standin()
+    last = json.loads(run_main(ROLE / "library" / "sglang_ready.py",
+                               {**args, "url": url, "resume": first["resume"]})[0])
+    assert not last["pending"] and last["completion_tokens"] == 8
+    assert last["progress"][0].startswith("weights loading, weights loaded, KV cache allocated, "
+                                          "CUDA graph capture, server up at ")
+    assert last["progress"][-1].startswith("tokens after ")
+    assert [s["stage"] for s in last["stages"]] == NAMES

@@ -408,7 +408,10 @@ def collect(params):
         "sglang_version": version,
         "sglang_site_packages": site,
         "piecewise_blacklist": blacklist,
-        "model": model_facts(params.get("model_path") or "", params.get("model_revision") or ""),
+        # The release's HF_HOME / HF_HUB_CACHE (sglang_env) name the hub cache the unit reads.
+        "model": model_facts(params.get("model_path") or "", params.get("model_revision") or "",
+                             dict(os.environ, **{str(k): str(v) for k, v in
+                                                 (params.get("env") or {}).items()})),
         "gpus": gpu_facts(params.get("nvidia_smi") or "nvidia-smi"),
         "env": env,
         "nccl_conf": read_nccl_conf(),

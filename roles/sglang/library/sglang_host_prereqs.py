@@ -41,10 +41,23 @@ options:
     type: dict
     default: {}
   disk:
-    description: 'Free space needed: list of {path, gb, what}.'
+    description: Free space needed.
     type: list
     elements: dict
     default: []
+    suboptions:
+      path:
+        description: A directory on the filesystem to check.
+        type: path
+        required: true
+      gb:
+        description: Gigabytes that must be free there.
+        type: float
+        default: 0
+      what:
+        description: What needs the space (for the message).
+        type: str
+        default: this deploy
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """
@@ -276,7 +289,10 @@ def main():
             "wheelhouse": {"type": "str", "default": ""},
             "cuda_min_driver": {"type": "dict", "default": {}},
             "hardening": {"type": "dict", "default": {}},
-            "disk": {"type": "list", "elements": "dict", "default": []},
+            "disk": {"type": "list", "elements": "dict", "default": [], "options": {
+                "path": {"type": "path", "required": True},
+                "gb": {"type": "float", "default": 0},
+                "what": {"type": "str", "default": "this deploy"}}},
         },
         supports_check_mode=True,
     )

@@ -54,6 +54,16 @@ options:
       1800}.'
     type: dict
     default: {}
+  slice:
+    description: 'Return after this many seconds with C(pending) and C(resume) when not ready yet (0:
+      wait to the end). The role''s C(sglang_progress) action calls the module slice after slice and
+      prints the stages as they come.'
+    type: float
+    default: 0
+  resume:
+    description: 'C(resume) of the call before (internal): the wait goes on from there.'
+    type: dict
+    default: {}
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """
@@ -92,6 +102,22 @@ stages:
   description: Start-up stages reached, with seconds from the start of the wait.
   type: list
   returned: when unit is set
+pending:
+  description: The slice ended before the server was ready; call again with C(resume).
+  type: bool
+  returned: always
+resume:
+  description: Where the wait stands (the start, the stages), for the next call.
+  type: dict
+  returned: when pending
+progress:
+  description: Lines to show now (stages reached in this call).
+  type: list
+  returned: always
+status:
+  description: One line on where the start is.
+  type: str
+  returned: when pending
 """
 
 import time
@@ -113,6 +139,10 @@ class NotReady(Exception):
 
 class Failed(Exception):
     """Will not become ready: stop waiting."""
+
+
+class Pending(Exception):
+    """This call's slice of the wait ended before the server was ready: the wait goes on."""
 
 
 def check_unit(unit):
@@ -185,9 +215,11 @@ def try_generate(url, model, prompt, max_tokens, api_key, budget=120.0):
             "generation_ms": round((time.monotonic() - started) * 1000, 1)}
 
 
-def wait_ready(params, clock=time.monotonic, sleep=time.sleep, unit_check=check_unit):
+def wait_ready(params, clock=time.monotonic, sleep=time.sleep, unit_check=check_unit,
+               start=None, until=None):
+    """Tokens from the server by `start` + timeout; Pending at `until` (the end of a slice)."""
     url = params["url"].rstrip("/")
-    start = clock()
+    start = clock() if start is None else start
     deadline = start + params["timeout"]
     last = "no attempt yet"
     while True:
@@ -203,6 +235,8 @@ def wait_ready(params, clock=time.monotonic, sleep=time.sleep, unit_check=check_
                 last = str(exc)
         if clock() >= deadline:
             raise Failed(f"not ready after {params['timeout']} s; last answer: {last}")
+        if until is not None and clock() >= until:
+            raise Pending(last)
         sleep(max(0.0, params["poll"]))
 
 
@@ -219,17 +253,35 @@ def main():
             "api_key": {"type": "str", "default": "", "no_log": True},
             "journal_lines": {"type": "int", "default": 40},
             "stage_timeouts": {"type": "dict", "default": {}},
+            "slice": {"type": "float", "default": 0},
+            "resume": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
-    if module.params["timeout"] < 0 or module.params["max_tokens"] < 1:
-        module.fail_json(msg="timeout must be 0 or more seconds and max_tokens at least 1")
-    unit = module.params["unit"]
+    params = module.params
+    if params["timeout"] < 0 or params["max_tokens"] < 1 or params["slice"] < 0:
+        module.fail_json(msg="timeout and slice must be 0 or more seconds and max_tokens at "
+                             "least 1")
+    unit = params["unit"]
+    # The wall clock: a wait in slices spans several processes.
+    now = time.time()
+    resume = params["resume"] or {}
     try:
-        watch = StageWatch(module.params["stage_timeouts"], invocation_lines(unit),
-                           time.monotonic) if unit else None
+        started = float(resume.get("started", now))
+        watch = StageWatch(params["stage_timeouts"], invocation_lines(unit),
+                           time.time).restore(resume.get("watch")) if unit else None
     except ValueError as exc:
         module.fail_json(msg=f"stage_timeouts: {exc}")
+    except (KeyError, TypeError) as exc:
+        module.fail_json(msg=f"resume: not a state this module returned ({exc})")
+    seen = len(watch.reached) if watch else 0
+
+    def news():
+        """The stages reached in this call, those seen at the same moment on one line."""
+        lines = {}
+        for r in watch.reached[seen:] if watch else []:
+            lines.setdefault(r["after_s"], []).append(r["stage"])
+        return [f"{', '.join(stages)} at {at} s" for at, stages in lines.items()]
 
     def unit_and_stage_check(name):
         # The journal first: a crash is reported with the last stage it reached.
@@ -243,13 +295,22 @@ def main():
             raise Failed(str(overdue)) from overdue
 
     try:
-        result = wait_ready(module.params, unit_check=unit_and_stage_check if watch else check_unit)
+        result = wait_ready(params, clock=time.time,
+                            unit_check=unit_and_stage_check if watch else check_unit,
+                            start=started, until=now + params["slice"] if params["slice"] else None)
+    except Pending as exc:
+        module.exit_json(changed=False, pending=True, progress=news(),
+                         status=watch.waiting() if watch else f"not ready yet: {exc}",
+                         resume={"started": started, "watch": watch.state() if watch else None},
+                         stages=watch.reached if watch else [])
     except Failed as exc:
-        journal = journal_tail(unit, module.params["journal_lines"]) if unit else []
+        journal = journal_tail(unit, params["journal_lines"]) if unit else []
         stages = f" ({watch.summary()})" if watch else ""
         module.fail_json(msg=f"SGLang is not serving: {exc}{stages}", journal=journal,
-                         stages=watch.reached if watch else [])
-    module.exit_json(changed=False, stages=watch.reached if watch else [], **result)
+                         stages=watch.reached if watch else [], progress=news(), pending=False)
+    progress = news() + [f"tokens after {result['ready_after_s']} s"]
+    module.exit_json(changed=False, pending=False, progress=progress,
+                     stages=watch.reached if watch else [], **result)
 
 
 if __name__ == "__main__":

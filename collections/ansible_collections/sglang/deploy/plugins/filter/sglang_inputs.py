@@ -6,6 +6,7 @@ directory and its config.json, the port. Each failure names the variable and the
 Unit-tested in tests/unit/test_sglang_inputs.py.
 """
 
+import os
 
 from ansible.errors import AnsibleFilterError
 
@@ -72,15 +73,68 @@ def _port(facts, service):
             "; choose another sglang_port or stop it"]
 
 
-def sglang_host_inputs(facts, args, env=None, service="sglang"):
-    """{ok, failures}: what the host says against the rendered arguments."""
+def sglang_host_inputs(facts, args, env=None, service="sglang", fetching=False):
+    """{ok, failures}: what the host says against the rendered arguments. A checkpoint the
+    deploy fetches (`fetching`) is not there yet: the fetch checks it once it is."""
     if not isinstance(facts, dict) or not isinstance(args, dict):
         raise AnsibleFilterError("sglang_host_inputs: facts and args must be mappings")
     env = dict(env or {})
-    failures = _gpus(facts, args, env) + _model(facts, args) + _port(facts, service)
+    model = [] if fetching else _model(facts, args)
+    failures = _gpus(facts, args, env) + model + _port(facts, service)
     return {"ok": not failures, "failures": failures}
+
+
+FETCH_KEYS = {"repo", "revision", "allow_patterns", "offline", "min_free_gb", "timeout"}
+
+
+def sglang_fetch_plan(fetch, model_path="", model_revision="", env=None):
+    """The checked sglang_model_fetch ({} when off): a hub id, pinned to a full commit, fetched
+    into sglang_model_path (an absolute directory). Offline when asked, or when
+    HF_HUB_OFFLINE=1 is in sglang_env: then only what is on disk is used."""
+    if not fetch:
+        return {}
+    if not isinstance(fetch, dict):
+        raise AnsibleFilterError("sglang_model_fetch must be a mapping, e.g. {repo: "
+                                 "Qwen/Qwen3.6-27B, revision: <commit>}, or {} to fetch nothing")
+    unknown = sorted(set(fetch) - FETCH_KEYS)
+    if unknown:
+        raise AnsibleFilterError(f"sglang_model_fetch: unknown keys {unknown}; known: "
+                                 f"{sorted(FETCH_KEYS)}")
+    repo, revision = str(fetch.get("repo") or ""), str(fetch.get("revision") or "")
+    if repo.count("/") != 1 or repo.startswith(("/", ".", "~")) or " " in repo:
+        raise AnsibleFilterError(f"sglang_model_fetch.repo {repo!r} is not a hub id: give "
+                                 "owner/name, e.g. Qwen/Qwen3.6-27B")
+    if not (len(revision) == 40 and all(c in "0123456789abcdef" for c in revision)):
+        raise AnsibleFilterError(
+            f"sglang_model_fetch.revision {revision!r} is not a commit: pin the full 40-character "
+            f"commit hash (the hub's 'Files' tab, or `hf repo info {repo}`), so that every host "
+            "and every re-run fetches the same weights")
+    path = str(model_path or "")
+    if not os.path.isabs(path) or os.path.normpath(path) in ("/", "/srv", "/opt", "/root"):
+        raise AnsibleFilterError(
+            f"sglang_model_path {path!r} must name the directory the checkpoint is fetched "
+            "into, an absolute path of its own (e.g. /srv/models/Qwen3.6-27B)")
+    if model_revision:
+        raise AnsibleFilterError(
+            "sglang_model_revision is for a hub id SGLang downloads itself; with "
+            "sglang_model_fetch the directory is the revision: leave sglang_model_revision empty")
+    patterns = fetch.get("allow_patterns") or []
+    if not isinstance(patterns, list) or not all(isinstance(p, str) and p for p in patterns):
+        raise AnsibleFilterError("sglang_model_fetch.allow_patterns must be a list of globs, "
+                                 "e.g. ['*.json', '*.safetensors', 'tokenizer*']")
+    numbers = {}
+    for key, default in (("min_free_gb", 10), ("timeout", 14400)):
+        value = fetch.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise AnsibleFilterError(f"sglang_model_fetch.{key} must be a number >= 0, "
+                                     f"not {value!r}")
+        numbers[key] = value
+    offline = fetch.get("offline", str((env or {}).get("HF_HUB_OFFLINE", "")) in ("1", "true"))
+    return {"repo": repo, "revision": revision, "allow_patterns": patterns,
+            "offline": bool(offline), **numbers}
 
 
 class FilterModule:
     def filters(self):
-        return {"sglang_host_inputs": own_errors(sglang_host_inputs)}
+        return {"sglang_host_inputs": own_errors(sglang_host_inputs),
+                "sglang_fetch_plan": own_errors(sglang_fetch_plan)}

@@ -95,6 +95,28 @@ class StageWatch:
     def current(self):
         return NAMES[self.index] if self.index >= 0 else None
 
+    def state(self):
+        """What a later call needs to go on watching where this one stopped (JSON)."""
+        return {"started": self.started, "since": self.since, "index": self.index,
+                "reached": list(self.reached)}
+
+    def restore(self, state):
+        """Go on from `state()` of an earlier call (the clock must be the wall clock)."""
+        if state:
+            self.started, self.since = float(state["started"]), float(state["since"])
+            self.index, self.reached = int(state["index"]), list(state["reached"])
+        return self
+
+    def waiting(self):
+        """One line on where the start is, for a progress display."""
+        now = self.clock()
+        if self.index + 1 >= len(NAMES):
+            return f"{NAMES[-1]} at {self.reached[-1]['after_s']} s"
+        after = f"{self.current()} ({round(now - self.since)} s ago)" if self.current() \
+            else "the start"
+        return (f"waiting for '{NAMES[self.index + 1]}' after {after}, "
+                f"{round(now - self.started)} s in all")
+
     def summary(self):
         if not self.reached:
             return "no start-up milestone in the journal yet"
