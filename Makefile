@@ -11,7 +11,7 @@ export PY_COLORS ?= 0
 DEMO_HOST ?= sglang-demo
 IMAGE ?= localhost/sglang-deploy-host:bookworm
 
-.PHONY: setup host-packages wheelhouse-full lint unit integration bench molecule test demo demo-clean
+.PHONY: setup host-packages wheelhouse-full lint sanity collection collection-test unit integration bench molecule test demo demo-clean
 
 setup: host-packages $(VENV)/.installed
 
@@ -23,10 +23,25 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
 	touch $@
 
-lint: setup
+lint: setup sanity
 	yamllint .
 	ansible-lint
 	set -e; for playbook in deploy.yml playbooks/*.yml; do ansible-playbook "$$playbook" --syntax-check; done
+
+# The sglang.deploy collection (roles, modules, module_utils, filters, playbooks) as
+# dist/sglang-deploy-<version>.tar.gz; the version and changelog are in
+# collections/ansible_collections/sglang/deploy/ (galaxy.yml, changelogs/, antsibull-changelog).
+collection: setup
+	python scripts/build_collection.py
+
+# ansible-test sanity on the built collection (Python 3.11, without network or containers;
+# its tools' venvs are cached by ansible-test in ~/.ansible/test, outside the clone).
+sanity: collection
+	bash scripts/sanity.sh
+
+# Installed with ansible-galaxy into a temporary path and used from another directory.
+collection-test: collection
+	bash scripts/test-collection.sh dist/sglang-deploy-$$(python -c 'import yaml; print(yaml.safe_load(open("collections/ansible_collections/sglang/deploy/galaxy.yml"))["version"])').tar.gz
 
 unit: setup
 	pytest tests/unit
@@ -49,7 +64,7 @@ wheelhouse-full: setup
 molecule: setup wheelhouse-full
 	bash scripts/molecule-all.sh
 
-test: lint unit integration bench molecule
+test: lint collection-test unit integration bench molecule
 
 demo: setup
 	bash scripts/build-test-image.sh

@@ -11,7 +11,7 @@ import pytest
 from support import ROLE
 from support.wheels import full_venv
 
-import sglang_render as render
+from ansible_collections.sglang.deploy.plugins.filter import sglang_render as render
 
 KEY = "sk-" + "Zx81" * 10
 

@@ -10,9 +10,9 @@ from support import load_module
 from support.wheels import full_venv
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "filter_plugins"))
-import sglang_preflight as pf  # noqa: E402
-import sglang_render as render  # noqa: E402
+sys.path.insert(0, str(ROOT / "collections"))
+from ansible_collections.sglang.deploy.plugins.filter import sglang_preflight as pf  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.filter import sglang_render as render  # noqa: E402
 
 args_check = load_module("sglang_args_check")
 PROFILE = yaml.safe_load((ROOT / "roles/sglang/profiles/qwen3.6-27b-tp2-mtp.yml").read_text())

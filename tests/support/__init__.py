@@ -8,7 +8,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "sglang"
 
-sys.path.insert(0, str(ROOT / "filter_plugins"))
+# The collection source (filters, module_utils) imports as ansible_collections.sglang.deploy.*,
+# as it does under Ansible (ansible.cfg's collections_path).
+sys.path.insert(0, str(ROOT / "collections"))
 sys.path.insert(0, str(ROOT / "tests" / "standin"))
 
 
@@ -24,24 +26,10 @@ def _load(name, path):
     return module
 
 
-# The role's module_utils, where Ansible would put them for its modules.
-# A module_util may import another: load each once the ones it needs are there.
-_pending = sorted((ROLE / "module_utils").glob("*.py"))
-while _pending:
-    _waiting = []
-    for _util in _pending:
-        try:
-            _load(f"ansible.module_utils.{_util.stem}", _util)
-        except ImportError:
-            _waiting.append(_util)
-    if len(_waiting) == len(_pending):
-        raise ImportError(f"module_utils with missing imports: {_waiting}")
-    _pending = _waiting
-
-
 def load_module(name):
-    """A module from roles/sglang/library, importable for its functions."""
-    return _load(name, ROLE / "library" / f"{name}.py")
+    """A module from roles/*/library (each name is in one role), importable for its functions."""
+    path = next((ROOT / "roles").glob(f"*/library/{name}.py"))
+    return _load(name, path)
 
 
 def free_port():

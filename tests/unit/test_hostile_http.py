@@ -11,7 +11,7 @@ import pytest
 from support import load_module
 from support.hostile import endless_stream, hang, raw, reply, serve, stream, trickle
 
-from ansible.module_utils import sglang_bench, sglang_http
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_bench, sglang_http
 
 ready = load_module("sglang_ready")
 KEY = "k3y-0123456789abcdef-SECRET"

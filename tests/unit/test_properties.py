@@ -7,9 +7,9 @@ from ansible.errors import AnsibleFilterError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import sglang_preflight
-import sglang_render
-import sglang_verify
+from ansible_collections.sglang.deploy.plugins.filter import sglang_preflight
+from ansible_collections.sglang.deploy.plugins.filter import sglang_render
+from ansible_collections.sglang.deploy.plugins.filter import sglang_verify
 
 
 class Filters:

@@ -7,9 +7,9 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from support import load_module
 
-import sglang_preflight as pf
-import sglang_render as render
-from ansible.module_utils.sglang_redact import redact, redact_env_text
+from ansible_collections.sglang.deploy.plugins.filter import sglang_preflight as pf
+from ansible_collections.sglang.deploy.plugins.filter import sglang_render as render
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import redact, redact_env_text
 
 server_info_module = load_module("sglang_server_info")
 KEY = "sk-" + "0123456789abcdef" * 2
@@ -209,7 +209,7 @@ def test_a_key_used_as_an_object_key_is_redacted():
 @pytest.mark.parametrize("start, length", [(0, 8), (5, 12), (len(SECRET) - 8, 8), (3, 20)])
 def test_any_8_character_piece_of_a_key_is_redacted(start, length):
     """Before: only the whole value was masked; an echoed half key showed."""
-    from ansible.module_utils.sglang_redact import excerpt, redact_text
+    from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt, redact_text
     text = "error: bad bearer " + SECRET[start:start + length] + " end"
     out = redact_text(text, [SECRET])
     for i in range(len(SECRET) - 7):
@@ -220,5 +220,5 @@ def test_any_8_character_piece_of_a_key_is_redacted(start, length):
 
 
 def test_short_runs_of_key_characters_stay():
-    from ansible.module_utils.sglang_redact import redact_text
+    from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import redact_text
     assert redact_text("max_total_tokens Qw3rTy1", [SECRET]) == "max_total_tokens Qw3rTy1"

@@ -10,8 +10,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from support.wheels import venv_with
 
-import sglang_caches as caches
-import sglang_render as render
+from ansible_collections.sglang.deploy.plugins.filter import sglang_caches as caches
+from ansible_collections.sglang.deploy.plugins.filter import sglang_render as render
 
 VERSION = "0.5.23"
 

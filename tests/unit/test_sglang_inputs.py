@@ -2,7 +2,7 @@
 
 import pytest
 
-from sglang_inputs import sglang_host_inputs
+from ansible_collections.sglang.deploy.plugins.filter.sglang_inputs import sglang_host_inputs
 from support import load_module
 
 facts_mod = load_module("sglang_facts")
@@ -101,7 +101,7 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 def test_a_fetch_plan_is_checked_and_filled_in():
-    from sglang_inputs import sglang_fetch_plan
+    from ansible_collections.sglang.deploy.plugins.filter.sglang_inputs import sglang_fetch_plan
 
     assert sglang_fetch_plan({}) == {}
     plan = sglang_fetch_plan({"repo": "Qwen/Qwen3.6-27B", "revision": COMMIT}, "/srv/m", "",
@@ -125,7 +125,7 @@ def test_a_fetch_plan_is_checked_and_filled_in():
 ])
 def test_a_bad_fetch_plan_says_what_to_change(fetch, path, revision, words):
     from ansible.errors import AnsibleFilterError
-    from sglang_inputs import sglang_fetch_plan
+    from ansible_collections.sglang.deploy.plugins.filter.sglang_inputs import sglang_fetch_plan
 
     with pytest.raises(AnsibleFilterError) as err:
         sglang_fetch_plan(fetch, path, revision)

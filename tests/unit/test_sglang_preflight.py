@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 from ansible.errors import AnsibleFilterError
 
-import sglang_preflight as pf
+from ansible_collections.sglang.deploy.plugins.filter import sglang_preflight as pf
 
 DATA = Path(__file__).parent / "data" / "nvidia-smi"
 

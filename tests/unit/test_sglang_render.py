@@ -4,7 +4,7 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 
-import sglang_render as r
+from ansible_collections.sglang.deploy.plugins.filter import sglang_render as r
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE_FILE = ROOT / "roles/sglang/profiles/qwen3.6-27b-tp2-mtp.yml"

@@ -3,8 +3,8 @@
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from sglang_fleet import sglang_fleet_outcomes, sglang_fleet_table
-from sglang_router import sglang_router_argv, sglang_router_worker_url
+from ansible_collections.sglang.deploy.plugins.filter.sglang_fleet import sglang_fleet_outcomes, sglang_fleet_table
+from ansible_collections.sglang.deploy.plugins.filter.sglang_router import sglang_router_argv, sglang_router_worker_url
 
 HOSTVARS = {"a": {"sglang_port": 30001}, "b": {"ansible_host": "10.0.0.2"},
             "c": {"sglang_advertise_host": "fd00::3", "ansible_host": "ignored"}}

@@ -3,7 +3,7 @@
 import pytest
 from support import load_module
 
-from ansible.module_utils.sglang_stages import NAMES, StageOverdue, StageWatch, reached_index
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_stages import NAMES, StageOverdue, StageWatch, reached_index
 
 ready = load_module("sglang_ready")
 
@@ -141,7 +141,7 @@ def test_through_main_the_stages_come_slice_by_slice_then_tokens(standin, monkey
 
     from support import ROLE, free_port, run_main
 
-    from ansible.module_utils import sglang_stages, sglang_systemd
+    from ansible_collections.sglang.deploy.plugins.module_utils import sglang_stages, sglang_systemd
 
     journal = list(GPU[:3])
     monkeypatch.setattr(sglang_stages, "invocation_lines", lambda unit: lambda: list(journal))

@@ -2,9 +2,9 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from support import load_module
 
-import sglang_verify as v
+from ansible_collections.sglang.deploy.plugins.filter import sglang_verify as v
 
-from ansible.module_utils import sglang_bench  # loaded by support, as Ansible would
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_bench  # loaded by support, as Ansible would
 
 journal = load_module("sglang_journal")
 

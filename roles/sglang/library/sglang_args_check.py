@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: sglang-deploy contributors
+# SPDX-License-Identifier: Apache-2.0
 """Check a release's arguments against the installed SGLang's own argument parser."""
 
 DOCUMENTATION = r"""
@@ -12,24 +14,61 @@ description:
     GPU), C(checked) is false and C(reason) says why; nothing is guessed.
   - Read-only; runs in check mode.
 options:
-  venv: {description: The ml-env., type: path, required: true}
-  args: {description: The release's arguments (dashed names)., type: dict, required: true}
-  launch_module: {description: Module whose --help is read., type: str, default: sglang.launch_server}
-  timeout: {description: Seconds the parser may take (it imports torch)., type: int, default: 120}
+  venv:
+    description: The ml-env.
+    type: path
+    required: true
+  args:
+    description: The release's arguments (dashed names).
+    type: dict
+    required: true
+  launch_module:
+    description: Module whose --help is read.
+    type: str
+    default: sglang.launch_server
+  timeout:
+    description: Seconds the parser may take (it imports torch).
+    type: int
+    default: 120
+author:
+  - sglang-deploy maintainers (@sglang-deploy)
+"""
+
+EXAMPLES = r"""
+- name: Ask the installed parser whether it knows every argument of the release
+  sglang_args_check:
+    venv: /opt/ml-env
+    args: {model-path: /srv/models/Qwen3.6-27B, tp-size: 2, speculative-algorithm: NEXTN}
+  register: args_check
 """
 
 RETURN = r"""
-checked: {description: Whether the parser ran., type: bool, returned: always}
-reason: {description: Why it did not run., type: str, returned: when not checked}
-known_count: {description: Long options the parser declares., type: int, returned: always}
-unknown: {description: "[{name, suggestions}] for arguments the parser does not know.", type: list, returned: always}
-elapsed_s: {description: Time the parser took., type: float, returned: always}
+checked:
+  description: Whether the parser ran.
+  type: bool
+  returned: always
+reason:
+  description: Why it did not run.
+  type: str
+  returned: when not checked
+known_count:
+  description: Long options the parser declares.
+  type: int
+  returned: always
+unknown:
+  description: '[{name, suggestions}] for arguments the parser does not know.'
+  type: list
+  returned: always
+elapsed_s:
+  description: Time the parser took.
+  type: float
+  returned: always
 """
 
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_cli import parse_help, run_help, unknown_args
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_cli import parse_help, run_help, unknown_args
 
 
 def check(venv, args, launch_module="sglang.launch_server", timeout=120):

@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: sglang-deploy contributors
+# SPDX-License-Identifier: Apache-2.0
 """Facts a preflight needs from a GPU host, read without importing sglang."""
 
 DOCUMENTATION = r"""
@@ -17,36 +19,200 @@ description:
   - The NCCL_*, SGLANG_*, CUDA_* environment the release will run with and C(/etc/nccl.conf).
   - Read-only, standard library only; well under a second on a full install.
 options:
-  venv: {description: The ml-env., type: path, required: true}
-  model_path: {description: Local checkpoint directory or hub id., type: str, default: ""}
-  model_revision: {description: Hub revision for a hub id (default C(main))., type: str, default: ""}
-  port: {description: TCP port whose listeners (pid, command, systemd unit) are reported., type: int}
-  service: {description: systemd service whose state and user are reported (with C(port))., type: str}
-  env: {description: Environment the release runs with (its env file)., type: dict, default: {}}
-  nvidia_smi: {description: nvidia-smi command., type: str, default: nvidia-smi}
+  venv:
+    description: The ml-env.
+    type: path
+    required: true
+  model_path:
+    description: Local checkpoint directory or hub id.
+    type: str
+    default: ''
+  model_revision:
+    description: Hub revision for a hub id (default C(main)).
+    type: str
+    default: ''
+  port:
+    description: TCP port whose listeners (pid, command, systemd unit) are reported.
+    type: int
+  service:
+    description: systemd service whose state and user are reported (with C(port)).
+    type: str
+  env:
+    description: Environment the release runs with (its env file).
+    type: dict
+    default: {}
+  nvidia_smi:
+    description: nvidia-smi command.
+    type: str
+    default: nvidia-smi
+author:
+  - sglang-deploy maintainers (@sglang-deploy)
+"""
+
+EXAMPLES = r"""
+- name: Read what SGLang will see on this host
+  sglang_facts:
+    venv: /opt/ml-env
+    model_path: /srv/models/Qwen3.6-27B
+    port: 30000
+    service: sglang
+  register: host_facts
 """
 
 RETURN = r"""
-sglang_version: {description: Installed sglang version or null., type: str, returned: always}
-piecewise_blacklist: {description: archs, defined_in, consulted, consulted_in, consulting_code, sibling_rules., type: dict, returned: always}
-model: {description: path, config_path, source (local, hub-cache or null), architectures, model_type, weight_bytes., type: dict, returned: always}
-gpus: {description: present, count, devices, topology_text, p2p_text, reason., type: dict, returned: always}
-port: {description: "port, listening, uids, holders [{pid, command, unit}].", type: dict, returned: always}
-service: {description: "name, active, uid of the service.", type: dict, returned: always}
-env: {description: NCCL_*/SGLANG_*/CUDA_* of the release., type: dict, returned: always}
-nccl_conf: {description: Settings read from /etc/nccl.conf., type: dict, returned: always}
-elapsed_s: {description: Time taken., type: float, returned: always}
+sglang_version:
+  description: Installed sglang version or null.
+  type: str
+  returned: always
+piecewise_blacklist:
+  description: archs, defined_in, consulted, consulted_in, consulting_code, sibling_rules.
+  type: dict
+  returned: always
+  contains:
+    archs:
+      description: Architectures SGLang keeps off piecewise CUDA graphs.
+      type: list
+      returned: always
+    defined_in:
+      description: File:line where the list is defined.
+      type: str
+      returned: always
+    consulted:
+      description: Whether SGLang consults the list.
+      type: bool
+      returned: always
+    consulted_in:
+      description: File:line where it is consulted.
+      type: str
+      returned: always
+    consulting_code:
+      description: The consulting source line.
+      type: str
+      returned: always
+    sibling_rules:
+      description: Other rules next to it.
+      type: list
+      returned: always
+model:
+  description: path, config_path, source (local, hub-cache or null), architectures, model_type, weight_bytes.
+  type: dict
+  returned: always
+  contains:
+    path:
+      description: Directory of the checkpoint, or the hub id.
+      type: str
+      returned: always
+    config_path:
+      description: Its config.json, or null.
+      type: str
+      returned: always
+    source:
+      description: C(local), C(hub-cache) or null.
+      type: str
+      returned: always
+    architectures:
+      description: C(architectures) of config.json.
+      type: list
+      returned: always
+    model_type:
+      description: C(model_type) of config.json.
+      type: str
+      returned: always
+    weight_bytes:
+      description: Size of the weight files.
+      type: int
+      returned: always
+gpus:
+  description: present, count, devices, topology_text, p2p_text, reason.
+  type: dict
+  returned: always
+  contains:
+    present:
+      description: Whether nvidia-smi answered with devices.
+      type: bool
+      returned: always
+    count:
+      description: Number of GPUs.
+      type: int
+      returned: always
+    devices:
+      description: One entry per GPU (index, name, memory_mib, pci_bus_id...).
+      type: list
+      returned: always
+    topology_text:
+      description: C(nvidia-smi topo -m) output.
+      type: str
+      returned: always
+    p2p_text:
+      description: C(nvidia-smi topo -p2p r) output.
+      type: str
+      returned: always
+    reason:
+      description: Why no GPU was read, if none.
+      type: str
+      returned: always
+port:
+  description: port, listening, uids, holders [{pid, command, unit}].
+  type: dict
+  returned: always
+  contains:
+    port:
+      description: The port.
+      type: int
+      returned: always
+    listening:
+      description: Whether something listens on it.
+      type: bool
+      returned: always
+    uids:
+      description: Uids of the listeners.
+      type: list
+      returned: always
+    holders:
+      description: 'The listeners: [{pid, command, unit}].'
+      type: list
+      returned: always
+service:
+  description: name, active, uid of the service.
+  type: dict
+  returned: always
+  contains:
+    name:
+      description: The unit.
+      type: str
+      returned: always
+    active:
+      description: Its ActiveState.
+      type: str
+      returned: always
+    uid:
+      description: Uid of its User=, or null.
+      type: int
+      returned: always
+env:
+  description: NCCL_*/SGLANG_*/CUDA_* of the release.
+  type: dict
+  returned: always
+nccl_conf:
+  description: Settings read from /etc/nccl.conf.
+  type: dict
+  returned: always
+elapsed_s:
+  description: Time taken.
+  type: float
+  returned: always
 """
 
 import json
 import os
+import pathlib
 import pwd
 import shutil
 import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_source import blacklist_facts, find_package
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_source import blacklist_facts, find_package
 
 ENV_PREFIXES = ("NCCL_", "SGLANG_", "CUDA_", "TORCH_NCCL_")
 
@@ -58,7 +224,7 @@ def hub_cache_dirs(env=None):
         dirs.append(env["HF_HUB_CACHE"])
     if env.get("HF_HOME"):
         dirs.append(os.path.join(env["HF_HOME"], "hub"))
-    dirs.append(os.path.join(os.path.expanduser("~"), ".cache", "huggingface", "hub"))
+    dirs.append(os.path.join(str(pathlib.Path.home()), ".cache", "huggingface", "hub"))
     return dirs
 
 
@@ -140,8 +306,8 @@ def gpu_facts(nvidia_smi="nvidia-smi"):
             devices.append({"index": int(parts[0]), "name": parts[1],
                             "memory_mib": int(float(parts[2])) if parts[2].replace(".", "").isdigit() else None,
                             "pci_bus_id": parts[3]})
-    _, topo, _ = _run([path, "topo", "-m"])
-    _, p2p, _ = _run([path, "topo", "-p2p", "r"])
+    _unused, topo, _unused = _run([path, "topo", "-m"])
+    _unused, p2p, _unused = _run([path, "topo", "-p2p", "r"])
     return {"present": bool(devices), "count": len(devices), "devices": devices,
             "topology_text": topo or None, "p2p_text": p2p or None, "reason": None}
 
@@ -180,7 +346,7 @@ def service_facts(unit):
     out = {"name": unit, "active": False, "uid": None}
     if not unit or not shutil.which("systemctl"):
         return out
-    rc, text, _ = _run(["systemctl", "show", unit, "-p", "ActiveState", "-p", "User"])
+    rc, text, _unused = _run(["systemctl", "show", unit, "-p", "ActiveState", "-p", "User"])
     props = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
     out["active"] = rc == 0 and props.get("ActiveState") == "active"
     try:

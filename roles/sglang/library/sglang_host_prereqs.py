@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: sglang-deploy contributors
+# SPDX-License-Identifier: Apache-2.0
 """What a GPU host needs before SGLang can start there, read before anything changes."""
 
 DOCUMENTATION = r"""
@@ -14,28 +16,116 @@ description:
   - Judges them. GPU checks apply where a driver is found; a host without one only gets a
     warning (SGLang will stop at CUDA initialisation there). Each failure says what to do.
 options:
-  nvidia_smi: {description: nvidia-smi to run., type: str, default: nvidia-smi}
-  venv: {description: The ml-env., type: path, required: true}
-  python: {description: The interpreter that makes the ml-env (its headers)., type: str, default: python3}
-  wheelhouse: {description: Wheelhouse directory on the host, if any., type: str, default: ""}
-  cuda_min_driver: {description: CUDA version -> minimum Linux driver., type: dict, default: {}}
-  hardening: {description: The unit's sandbox settings (sglang_service_hardening)., type: dict, default: {}}
+  nvidia_smi:
+    description: nvidia-smi to run.
+    type: str
+    default: nvidia-smi
+  venv:
+    description: The ml-env.
+    type: path
+    required: true
+  python:
+    description: The interpreter that makes the ml-env (its headers).
+    type: str
+    default: python3
+  wheelhouse:
+    description: Wheelhouse directory on the host, if any.
+    type: str
+    default: ''
+  cuda_min_driver:
+    description: CUDA version -> minimum Linux driver.
+    type: dict
+    default: {}
+  hardening:
+    description: The unit's sandbox settings (sglang_service_hardening).
+    type: dict
+    default: {}
   disk:
     description: Free space needed.
     type: list
     elements: dict
     default: []
     suboptions:
-      path: {description: A directory on the filesystem to check., type: path, required: true}
-      gb: {description: Gigabytes that must be free there., type: float, default: 0}
-      what: {description: What needs the space (for the message)., type: str, default: this deploy}
+      path:
+        description: A directory on the filesystem to check.
+        type: path
+        required: true
+      gb:
+        description: Gigabytes that must be free there.
+        type: float
+        default: 0
+      what:
+        description: What needs the space (for the message).
+        type: str
+        default: this deploy
+author:
+  - sglang-deploy maintainers (@sglang-deploy)
+"""
+
+EXAMPLES = r"""
+- name: Refuse a host that cannot run the pinned SGLang
+  sglang_host_prereqs:
+    venv: /opt/ml-env
+    cuda_min_driver: {"13.0": "580.65.06", "12.8": "570.26"}
+    disk:
+      - {path: /opt, gb: 20, what: the ml-env}
+  register: prereqs
 """
 
 RETURN = r"""
-facts: {description: What was read., type: dict, returned: always}
-failures: {description: Refusals, each with what to do., type: list, returned: always}
-warnings_: {description: What may fail later, with what to do., type: list, returned: always}
-exec_start_pre: {description: Lines the unit needs (nvidia-modprobe for nvidia-uvm)., type: list, returned: always}
+facts:
+  description: What was read.
+  type: dict
+  returned: always
+  contains:
+    driver:
+      description: NVIDIA driver version, or null.
+      type: str
+      returned: always
+    torch_cuda:
+      description: CUDA version the install's torch is built for, or null.
+      type: str
+      returned: always
+    disk:
+      description: 'Free space per path asked: [{path, gb, what, free_gb}].'
+      type: list
+      returned: always
+    systemd:
+      description: systemd version.
+      type: int
+      returned: always
+    nvidia_modprobe:
+      description: Path of nvidia-modprobe, or null.
+      type: str
+      returned: always
+    nvidia_uvm_loaded:
+      description: Whether the nvidia_uvm module is loaded.
+      type: bool
+      returned: always
+    cc:
+      description: C compiler found, or null.
+      type: str
+      returned: always
+    python_h:
+      description: Whether the interpreter's headers are installed.
+      type: bool
+      returned: always
+    nvcc:
+      description: nvcc found, or null.
+      type: str
+      returned: always
+failures:
+  description: Refusals, each with what to do.
+  type: list
+  returned: always
+warnings_:
+  description: What may fail later, with what to do.
+  type: list
+  returned: always
+exec_start_pre:
+  description: Lines the unit needs (nvidia-modprobe for nvidia-uvm).
+  type: list
+  returned: always
 """
 
 import glob

@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: sglang-deploy contributors
+# SPDX-License-Identifier: Apache-2.0
 """The evidence SGLang logs about CUDA graphs, all-reduce and MTP, from the unit's journal."""
 
 DOCUMENTATION = r"""
@@ -13,19 +15,74 @@ description:
     C(Breakable CUDA graph is incompatible with ...); C(CustomAllreduce is disabled ...); the
     periodic C(Decode batch ... cuda graph: True|False) line)."
 options:
-  unit: {description: systemd unit., type: str, required: true}
-  max_lines: {description: Lines quoted per pattern., type: int, default: 3}
+  unit:
+    description: systemd unit.
+    type: str
+    required: true
+  max_lines:
+    description: Lines quoted per pattern.
+    type: int
+    default: 3
+author:
+  - sglang-deploy maintainers (@sglang-deploy)
+"""
+
+EXAMPLES = r"""
+- name: Quote what SGLang logged about CUDA graphs, all-reduce and MTP
+  sglang_journal:
+    unit: sglang.service
+    max_lines: 3
+  register: journal
 """
 
 RETURN = r"""
-invocation: {description: The unit's current invocation id., type: str, returned: always}
-evidence: {description: "{name: {count, lines}} per pattern that matched.", type: dict, returned: always}
+invocation:
+  description: The unit's current invocation id.
+  type: str
+  returned: always
+evidence:
+  description: '{name: {count, lines}} per pattern that matched.'
+  type: dict
+  returned: always
+  contains:
+    decode_graph_captured:
+      description: 'C(decode_graph_captured) when it matched: {count, lines} (the first C(max_lines)).'
+      type: dict
+      returned: always
+    prefill_graph_captured:
+      description: 'C(prefill_graph_captured) when it matched: {count, lines} (the first C(max_lines)).'
+      type: dict
+      returned: always
+    prefill_graph_auto_disabled:
+      description: 'C(prefill_graph_auto_disabled) when it matched: {count, lines} (the first C(max_lines)).'
+      type: dict
+      returned: always
+    custom_allreduce_disabled:
+      description: 'C(custom_allreduce_disabled) when it matched: {count, lines} (the first C(max_lines)).'
+      type: dict
+      returned: always
+    peer_access_unsupported:
+      description: 'C(peer_access_unsupported) when it matched: {count, lines} (the first C(max_lines)).'
+      type: dict
+      returned: always
+    decode_with_graph:
+      description: 'C(decode_with_graph) when it matched: {count, lines} (the first C(max_lines)).'
+      type: dict
+      returned: always
+    decode_without_graph:
+      description: 'C(decode_without_graph) when it matched: {count, lines} (the first C(max_lines)).'
+      type: dict
+      returned: always
+    accept_length:
+      description: 'C(accept_length) when it matched: {count, lines} (the first C(max_lines)).'
+      type: dict
+      returned: always
 """
 
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_systemd import invocation_journal
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import invocation_journal
 
 PATTERNS = {
     "decode_graph_captured": r"Capture (cuda graph|target decode CUDA graph|target verify CUDA graph) begin",

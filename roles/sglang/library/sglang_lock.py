@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: sglang-deploy contributors
+# SPDX-License-Identifier: Apache-2.0
 """One deploy or rollback at a time per host: a lock file under the base directory."""
 
 DOCUMENTATION = r"""
@@ -16,16 +18,69 @@ description:
     lock dated by its mtime.
   - C(state=absent) releases the lock if this run holds it.
 options:
-  base_dir: {description: Base directory of the releases., type: path, required: true}
-  state: {description: Take or release., type: str, choices: [present, absent], default: present}
-  run_id: {description: Identifies this run (the release stamp)., type: str, required: true}
-  owner: {description: Who runs it (user@controller, playbook)., type: str, default: ""}
-  stale_after: {description: Seconds after which a lock is stale., type: int, default: 7200}
-  break_stale: {description: Clear a stale lock and take it., type: bool, default: false}
+  base_dir:
+    description: Base directory of the releases.
+    type: path
+    required: true
+  state:
+    description: Take or release.
+    type: str
+    choices:
+    - present
+    - absent
+    default: present
+  run_id:
+    description: Identifies this run (the release stamp).
+    type: str
+    required: true
+  owner:
+    description: Who runs it (user@controller, playbook).
+    type: str
+    default: ''
+  stale_after:
+    description: Seconds after which a lock is stale.
+    type: int
+    default: 7200
+  break_stale:
+    description: Clear a stale lock and take it.
+    type: bool
+    default: false
+author:
+  - sglang-deploy maintainers (@sglang-deploy)
+"""
+
+EXAMPLES = r"""
+- name: Take the deploy lock of this host
+  sglang_lock:
+    base_dir: /opt/sglang
+    run_id: 20261130T101500Z
+    owner: alice@controller deploy.yml
+
+- name: Release it
+  sglang_lock:
+    base_dir: /opt/sglang
+    run_id: 20261130T101500Z
+    state: absent
 """
 
 RETURN = r"""
-holder: {description: The lock's content after this task (or the other run's when refused)., type: dict, returned: always}
+holder:
+  description: The lock's content after this task (or the other run's when refused).
+  type: dict
+  returned: always
+  contains:
+    run_id:
+      description: The run that holds (or held) the lock.
+      type: str
+      returned: always
+    owner:
+      description: Who runs it.
+      type: str
+      returned: always
+    since:
+      description: When it was taken (epoch seconds).
+      type: int
+      returned: always
 """
 
 import contextlib
@@ -106,7 +161,7 @@ def acquire(base_dir, run_id, owner="", stale_after=7200, break_stale=False, now
     path = os.path.join(base_dir, LOCK)
     mine = {"run_id": run_id, "owner": owner, "since": now()}
     with _guard(base_dir):
-        for _ in range(2):
+        for _unused in range(2):
             try:
                 _create(path, mine)
                 return True, mine

@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: sglang-deploy contributors
+# SPDX-License-Identifier: Apache-2.0
 """Fetch a hub checkpoint into a local directory before the restart, with progress."""
 
 DOCUMENTATION = r"""
@@ -15,31 +17,113 @@ description:
     checkpoint (huggingface_hub's C(local_files_only))."
   - Called in slices by the role's C(sglang_progress) action, which prints the progress.
 options:
-  repo: {description: "Hub id, e.g. C(Qwen/Qwen3.6-27B).", type: str, required: true}
-  revision: {description: The commit to fetch (the role asks for a full commit hash)., type: str, required: true}
-  local_dir: {description: Directory the checkpoint goes to (created when missing)., type: path, required: true}
-  venv: {description: The ml-env whose Python (with huggingface_hub) runs the worker., type: path, required: true}
-  state_dir: {description: Where the worker's request, state and log live., type: path, required: true}
-  token: {description: Hub token for gated or private repos (only in the worker's environment)., type: str, default: ""}
-  offline: {description: Use only what is on disk (C(HF_HUB_OFFLINE=1))., type: bool, default: false}
-  allow_patterns: {description: Only the files matching these globs (all when empty)., type: list, elements: str, default: []}
-  min_free_gb: {description: Space to leave free on the filesystem after the download., type: float, default: 10}
-  timeout: {description: Seconds to wait for the fetch in all; it goes on in the background after., type: int, default: 14400}
-  slice: {description: Return after this many seconds with C(pending) and C(resume) (0 waits to the end)., type: float, default: 0}
-  resume: {description: C(resume) of the call before (internal)., type: dict, default: {}}
+  repo:
+    description: Hub id, e.g. C(Qwen/Qwen3.6-27B).
+    type: str
+    required: true
+  revision:
+    description: The commit to fetch (the role asks for a full commit hash).
+    type: str
+    required: true
+  local_dir:
+    description: Directory the checkpoint goes to (created when missing).
+    type: path
+    required: true
+  venv:
+    description: The ml-env whose Python (with huggingface_hub) runs the worker.
+    type: path
+    required: true
+  state_dir:
+    description: Where the worker's request, state and log live.
+    type: path
+    required: true
+  token:
+    description: Hub token for gated or private repos (only in the worker's environment).
+    type: str
+    default: ''
+  offline:
+    description: Use only what is on disk (C(HF_HUB_OFFLINE=1)).
+    type: bool
+    default: false
+  allow_patterns:
+    description: Only the files matching these globs (all when empty).
+    type: list
+    elements: str
+    default: []
+  min_free_gb:
+    description: Space to leave free on the filesystem after the download.
+    type: float
+    default: 10
+  timeout:
+    description: Seconds to wait for the fetch in all; it goes on in the background after.
+    type: int
+    default: 14400
+  slice:
+    description: Return after this many seconds with C(pending) and C(resume) (0 waits to the end).
+    type: float
+    default: 0
+  resume:
+    description: C(resume) of the call before (internal).
+    type: dict
+    default: {}
+author:
+  - sglang-deploy maintainers (@sglang-deploy)
+"""
+
+EXAMPLES = r"""
+- name: Fetch a checkpoint pinned to a commit (the role runs it in slices via sglang_progress)
+  sglang_model_fetch:
+    repo: Qwen/Qwen3.6-27B
+    revision: 0123456789abcdef0123456789abcdef01234567
+    local_dir: /srv/models/Qwen3.6-27B
+    venv: /opt/ml-env
+    state_dir: /var/lib/sglang/fetch
+    token: "{{ sglang_hf_token }}"
+    allow_patterns: ["*.safetensors", "*.json", "tokenizer*"]
+  register: fetch
 """
 
 RETURN = r"""
-fetched: {description: Whether the checkpoint is complete in local_dir., type: bool, returned: success}
-sha: {description: The commit fetched., type: str, returned: success}
-files: {description: Files in the checkpoint., type: int, returned: success}
-total_bytes: {description: Bytes of the checkpoint., type: int, returned: success}
-architectures: {description: The checkpoint's architectures (config.json)., type: list, returned: when fetched in this call}
-pending: {description: The slice ended before the fetch did; call again with C(resume)., type: bool, returned: always}
-resume: {description: Where the fetch stands, for the next call., type: dict, returned: when pending}
-progress: {description: Lines to show now., type: list, returned: always}
-status: {description: One line on the fetch's progress., type: str, returned: when pending}
-log: {description: The worker's last log lines., type: list, returned: failure}
+fetched:
+  description: Whether the checkpoint is complete in local_dir.
+  type: bool
+  returned: success
+sha:
+  description: The commit fetched.
+  type: str
+  returned: success
+files:
+  description: Files in the checkpoint.
+  type: int
+  returned: success
+total_bytes:
+  description: Bytes of the checkpoint.
+  type: int
+  returned: success
+architectures:
+  description: The checkpoint's architectures (config.json).
+  type: list
+  returned: when fetched in this call
+pending:
+  description: The slice ended before the fetch did; call again with C(resume).
+  type: bool
+  returned: always
+resume:
+  description: Where the fetch stands, for the next call.
+  type: dict
+  returned: when pending
+progress:
+  description: Lines to show now.
+  type: list
+  returned: always
+status:
+  description: One line on the fetch's progress.
+  type: str
+  returned: when pending
+log:
+  description: The worker's last log lines.
+  type: list
+  returned: failure
 """
 
 import hashlib
@@ -50,8 +134,8 @@ import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils import sglang_fetch_worker as worker
-from ansible.module_utils.sglang_redact import excerpt
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_fetch_worker as worker
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt
 
 GB = 1e9
 
@@ -153,7 +237,7 @@ def on_disk(local_dir, files):
     """Bytes fetched so far: complete files, plus huggingface_hub's .incomplete parts."""
     done = worker.present_bytes(local_dir, files or {})
     parts = os.path.join(local_dir, ".cache", "huggingface", "download")
-    for root, _, names in os.walk(parts):
+    for root, _unused, names in os.walk(parts):
         for name in names:
             if name.endswith(".incomplete"):
                 try:

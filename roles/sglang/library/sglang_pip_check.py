@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: sglang-deploy contributors
+# SPDX-License-Identifier: Apache-2.0
 """Which pinned requirements the ml-env already satisfies, read without running pip."""
 
 DOCUMENTATION = r"""
@@ -10,14 +12,40 @@ description:
     with everything installed starts no pip resolution and no index request (~0.1 s).
   - Read-only; runs in check mode.
 options:
-  venv: {description: Path of the virtual environment., type: path, required: true}
-  requirements: {description: Requirement strings (C(sglang==0.5.23))., type: list, elements: str, required: true}
+  venv:
+    description: Path of the virtual environment.
+    type: path
+    required: true
+  requirements:
+    description: Requirement strings (C(sglang==0.5.23)).
+    type: list
+    elements: str
+    required: true
+author:
+  - sglang-deploy maintainers (@sglang-deploy)
+"""
+
+EXAMPLES = r"""
+- name: Which pinned requirements the ml-env already has
+  sglang_pip_check:
+    venv: /opt/ml-env
+    requirements: [sglang==0.5.23]
+  register: pip_check
 """
 
 RETURN = r"""
-venv_exists: {description: Whether the venv has a Python., type: bool, returned: always}
-installed: {description: Installed version per requirement name (null when absent)., type: dict, returned: always}
-missing: {description: Requirements not satisfied, in the order given., type: list, returned: always}
+venv_exists:
+  description: Whether the venv has a Python.
+  type: bool
+  returned: always
+installed:
+  description: Installed version per requirement name (null when absent).
+  type: dict
+  returned: always
+missing:
+  description: Requirements not satisfied, in the order given.
+  type: list
+  returned: always
 """
 
 import json

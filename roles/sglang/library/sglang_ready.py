@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: sglang-deploy contributors
+# SPDX-License-Identifier: Apache-2.0
 """Wait until an SGLang server generates tokens, or fail with its journal."""
 
 DOCUMENTATION = r"""
@@ -11,40 +13,120 @@ description:
     fails at once, a deadline fails too; both return the unit's last journal lines.
   - Standard library only; reads nothing from the server but what it needs.
 options:
-  url: {description: Base URL of the server, e.g. http://127.0.0.1:30000., type: str, required: true}
-  unit: {description: systemd unit to watch; empty for a server not run by systemd., type: str, default: ""}
-  timeout: {description: Deadline in seconds (a 27B model takes minutes to load)., type: int, default: 1800}
-  poll: {description: Seconds between attempts., type: float, default: 1}
-  model: {description: Model name for the completion; default the first of /v1/models., type: str, default: ""}
-  prompt: {description: Prompt of the readiness completion., type: str, default: "The capital of France is"}
-  max_tokens: {description: Tokens to generate., type: int, default: 8}
-  api_key: {description: Bearer key of the server., type: str, default: "", no_log: true}
-  journal_lines: {description: Journal lines returned on failure., type: int, default: 40}
-  stage_timeouts: {description: "Seconds per start-up stage (module_utils/sglang_stages.py), e.g. {weights loaded: 1800}.", type: dict, default: {}}
-  slice: {description: "Return after this many seconds with C(pending) and C(resume) when not ready yet (0: wait to the end). The role's C(sglang_progress) action calls the module slice after slice and prints the stages as they come.", type: float, default: 0}
-  resume: {description: "C(resume) of the call before (internal): the wait goes on from there.", type: dict, default: {}}
+  url:
+    description: Base URL of the server, e.g. http://127.0.0.1:30000.
+    type: str
+    required: true
+  unit:
+    description: systemd unit to watch; empty for a server not run by systemd.
+    type: str
+    default: ''
+  timeout:
+    description: Deadline in seconds (a 27B model takes minutes to load).
+    type: int
+    default: 1800
+  poll:
+    description: Seconds between attempts.
+    type: float
+    default: 1
+  model:
+    description: Model name for the completion; default the first of /v1/models.
+    type: str
+    default: ''
+  prompt:
+    description: Prompt of the readiness completion.
+    type: str
+    default: The capital of France is
+  max_tokens:
+    description: Tokens to generate.
+    type: int
+    default: 8
+  api_key:
+    description: Bearer key of the server.
+    type: str
+    default: ''
+  journal_lines:
+    description: Journal lines returned on failure.
+    type: int
+    default: 40
+  stage_timeouts:
+    description: 'Seconds per start-up stage (module_utils/sglang_stages.py), e.g. {weights loaded:
+      1800}.'
+    type: dict
+    default: {}
+  slice:
+    description: 'Return after this many seconds with C(pending) and C(resume) when not ready yet (0:
+      wait to the end). The role''s C(sglang_progress) action calls the module slice after slice and
+      prints the stages as they come.'
+    type: float
+    default: 0
+  resume:
+    description: 'C(resume) of the call before (internal): the wait goes on from there.'
+    type: dict
+    default: {}
+author:
+  - sglang-deploy maintainers (@sglang-deploy)
+"""
+
+EXAMPLES = r"""
+- name: Wait until SGLang generates tokens
+  sglang_ready:
+    url: http://127.0.0.1:30000
+    unit: sglang.service
+    api_key: "{{ sglang_api_key }}"
+    timeout: 1800
 """
 
 RETURN = r"""
-ready_after_s: {description: Seconds from the first poll until tokens came back., type: float, returned: success}
-model: {description: Model that answered., type: str, returned: success}
-completion_tokens: {description: Tokens the server reported in usage., type: int, returned: success}
-generation_ms: {description: Wall time of the readiness completion., type: float, returned: success}
-journal: {description: The unit's last journal lines., type: list, returned: failure}
-stages: {description: Start-up stages reached, with seconds from the start of the wait., type: list, returned: when unit is set}
-pending: {description: The slice ended before the server was ready; call again with C(resume)., type: bool, returned: always}
-resume: {description: Where the wait stands (the start, the stages), for the next call., type: dict, returned: when pending}
-progress: {description: Lines to show now (stages reached in this call)., type: list, returned: always}
-status: {description: One line on where the start is., type: str, returned: when pending}
+ready_after_s:
+  description: Seconds from the first poll until tokens came back.
+  type: float
+  returned: success
+model:
+  description: Model that answered.
+  type: str
+  returned: success
+completion_tokens:
+  description: Tokens the server reported in usage.
+  type: int
+  returned: success
+generation_ms:
+  description: Wall time of the readiness completion.
+  type: float
+  returned: success
+journal:
+  description: The unit's last journal lines.
+  type: list
+  returned: failure
+stages:
+  description: Start-up stages reached, with seconds from the start of the wait.
+  type: list
+  returned: when unit is set
+pending:
+  description: The slice ended before the server was ready; call again with C(resume).
+  type: bool
+  returned: always
+resume:
+  description: Where the wait stands (the start, the stages), for the next call.
+  type: dict
+  returned: when pending
+progress:
+  description: Lines to show now (stages reached in this call).
+  type: list
+  returned: always
+status:
+  description: One line on where the start is.
+  type: str
+  returned: when pending
 """
 
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_http import AuthError, DeadlineError, HttpError, request
-from ansible.module_utils.sglang_redact import excerpt
-from ansible.module_utils.sglang_stages import StageOverdue, StageWatch, invocation_lines
-from ansible.module_utils.sglang_systemd import journal_tail, unit_state
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import AuthError, DeadlineError, HttpError, request
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_stages import StageOverdue, StageWatch, invocation_lines
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import journal_tail, unit_state
 
 
 class NotReady(Exception):
@@ -100,7 +182,7 @@ def try_generate(url, model, prompt, max_tokens, api_key, budget=120.0):
         return max(0.001, min(cap, deadline - time.monotonic()))
 
     try:
-        status, _ = request(url + "/health", api_key=api_key, timeout=left(10))
+        status, _unused = request(url + "/health", api_key=api_key, timeout=left(10))
         if status != 200:
             raise NotReady(f"/health answered {status}")
         if not model:
@@ -167,7 +249,7 @@ def main():
             "poll": {"type": "float", "default": 1},
             "model": {"type": "str", "default": ""},
             "prompt": {"type": "str", "default": "The capital of France is"},
-            "max_tokens": {"type": "int", "default": 8},
+            "max_tokens": {"type": "int", "default": 8, "no_log": False},
             "api_key": {"type": "str", "default": "", "no_log": True},
             "journal_lines": {"type": "int", "default": 40},
             "stage_timeouts": {"type": "dict", "default": {}},

@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: sglang-deploy contributors
+# SPDX-License-Identifier: Apache-2.0
 """Versioned SGLang releases: releases/<id>/ with a manifest, and a `current` symlink."""
 
 DOCUMENTATION = r"""
@@ -44,9 +46,18 @@ options:
     type: list
     elements: dict
     suboptions:
-      name: {description: File name inside the release., type: str, required: true}
-      content: {description: File content., type: str, required: true}
-      mode: {description: Octal mode., type: str, default: "0644"}
+      name:
+        description: File name inside the release.
+        type: str
+        required: true
+      content:
+        description: File content.
+        type: str
+        required: true
+      mode:
+        description: Octal mode.
+        type: str
+        default: '0644'
   meta:
     description: Facts recorded in the manifest and included in the content hash
       (sglang version, profile, model, launch module).
@@ -70,6 +81,32 @@ options:
     description: Other releases (failed, never proven) kept by C(state=cleanup).
     type: int
     default: 3
+author:
+  - sglang-deploy maintainers (@sglang-deploy)
+"""
+
+EXAMPLES = r"""
+- name: Render a release (unchanged when the same files are there already)
+  sglang_release:
+    base_dir: /opt/sglang
+    stamp: 20261130T101500Z
+    files:
+      - {name: config.yaml, content: "{{ config_text }}"}
+      - {name: sglang.env, content: "{{ env_text }}", mode: "0600"}
+    meta: {sglang_version: 0.5.23}
+  register: release
+
+- name: Point current at it
+  sglang_release:
+    base_dir: /opt/sglang
+    state: active
+    release: "{{ release.release }}"
+
+- name: List the releases
+  sglang_release:
+    base_dir: /opt/sglang
+    state: info
+  register: releases
 """
 
 RETURN = r"""
@@ -93,6 +130,35 @@ manifest:
   description: The release's manifest after this task.
   type: dict
   returned: state is not info
+  contains:
+    schema:
+      description: Manifest format.
+      type: int
+      returned: always
+    id:
+      description: Release id.
+      type: str
+      returned: always
+    seq:
+      description: Creation order on this host.
+      type: int
+      returned: always
+    status:
+      description: C(pending), C(active), C(good), C(failed) or C(rolled-back).
+      type: str
+      returned: always
+    created:
+      description: When it was created (UTC).
+      type: str
+      returned: always
+    args_hash:
+      description: Hash of the rendered arguments.
+      type: str
+      returned: always
+    files:
+      description: SHA-256 per file of the release.
+      type: dict
+      returned: always
 releases:
   description: Manifests of all releases, oldest first.
   type: list
@@ -122,7 +188,7 @@ import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_redact import redact_env_text
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import redact_env_text
 
 MANIFEST = "manifest.json"
 SCHEMA = 1
@@ -259,6 +325,7 @@ def diff(base_dir, current, files, meta_keys=None, manifest=None, after_label="n
         cur_manifest = (read_manifest(base_dir, current) or {}) if current else {}
         before["manifest"] = _meta_text(cur_manifest, meta_keys) if current else ""
         after.append({"name": "manifest", "content": _meta_text(manifest, meta_keys)})
+
     def shown(f, text):
         # A private (0600) file is shown with the values of secret-named variables hidden.
         return redact_env_text(text) if str(f.get("mode", "")).endswith("600") else text

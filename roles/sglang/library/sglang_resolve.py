@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: sglang-deploy contributors
+# SPDX-License-Identifier: Apache-2.0
 """SGLang's own argument resolution for a release, run in the ml-env, before any restart."""
 
 DOCUMENTATION = r"""
@@ -58,7 +60,7 @@ options:
     type: int
     default: 600
 author:
-  - sglang-deploy
+  - sglang-deploy maintainers (@sglang-deploy)
 """
 
 EXAMPLES = r"""
@@ -109,10 +111,60 @@ error:
   description: "{type, message, file, line, function, stage} of what SGLang raised, or null."
   type: dict
   returned: always
+  contains:
+    type:
+      description: Exception type.
+      type: str
+      returned: always
+    message:
+      description: Its message.
+      type: str
+      returned: always
+    file:
+      description: SGLang file that raised.
+      type: str
+      returned: always
+    line:
+      description: Line.
+      type: int
+      returned: always
+    function:
+      description: Function.
+      type: str
+      returned: always
+    stage:
+      description: C(import), C(parse) or C(resolve).
+      type: str
+      returned: always
 import_error:
   description: The same, when importing sglang failed (C(ran) is false then).
   type: dict
   returned: when sglang could not be imported
+  contains:
+    type:
+      description: Exception type.
+      type: str
+      returned: always
+    message:
+      description: Its message.
+      type: str
+      returned: always
+    file:
+      description: File that raised.
+      type: str
+      returned: always
+    line:
+      description: Line.
+      type: int
+      returned: always
+    function:
+      description: Function.
+      type: str
+      returned: always
+    stage:
+      description: C(import).
+      type: str
+      returned: always
 unknown_flags:
   description: "[{name, suggestions}] for config keys the installed parser does not know."
   type: list
@@ -146,7 +198,7 @@ import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils import sglang_probe
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_probe
 
 GPU_QUERY = "index,name,memory.total,compute_cap"
 
@@ -187,7 +239,7 @@ def check_gpus(gpus):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             return f"gpus.{key}: a positive integer, got {value!r}"
     capability = str(gpus.get("compute_capability", ""))
-    major, _, minor = capability.partition(".")
+    major, _unused, minor = capability.partition(".")
     if not (major.isdigit() and minor.isdigit()):
         return f"gpus.compute_capability: like \"8.6\", got {gpus.get('compute_capability')!r}"
     return None
@@ -215,7 +267,7 @@ def sandbox_argv(sandbox, python, env):
         for name, value in sorted(env.items()):
             argv += ["-p", f"Environment={name}={value}"]
     for line in sandbox.get("properties") or []:
-        key, _, value = str(line).partition("=")
+        key, _unused, value = str(line).partition("=")
         if key in ("ReadWritePaths", "ReadOnlyPaths"):
             value = " ".join(p if p.startswith("-") else "-" + p for p in value.split())
         argv += ["-p", f"{key}={value}"]

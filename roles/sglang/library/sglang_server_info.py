@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: sglang-deploy contributors
+# SPDX-License-Identifier: Apache-2.0
 """What a running SGLang server resolved (/server_info) and loaded (/model_info), secrets removed."""
 
 DOCUMENTATION = r"""
@@ -12,21 +14,52 @@ description:
     and every occurrence of the given key is replaced by C(<redacted>) before anything is
     returned, so no play output, report or manifest holds it.
 options:
-  url: {description: Base URL of the server., type: str, required: true}
-  api_key: {description: Bearer key of the server., type: str, default: "", no_log: true}
-  admin_api_key: {description: Admin key (only redacted, never sent)., type: str, default: "", no_log: true}
-  timeout: {description: Seconds per request., type: float, default: 30}
+  url:
+    description: Base URL of the server.
+    type: str
+    required: true
+  api_key:
+    description: Bearer key of the server.
+    type: str
+    default: ''
+  admin_api_key:
+    description: Admin key (only redacted, never sent).
+    type: str
+    default: ''
+  timeout:
+    description: Seconds per request.
+    type: float
+    default: 30
+author:
+  - sglang-deploy maintainers (@sglang-deploy)
+"""
+
+EXAMPLES = r"""
+- name: Read what the running server resolved
+  sglang_server_info:
+    url: http://127.0.0.1:30000
+    api_key: "{{ sglang_api_key }}"
+  register: server_info
 """
 
 RETURN = r"""
-server_info: {description: The answer of /server_info, redacted., type: dict, returned: always}
-model_info: {description: The answer of /model_info, redacted., type: dict, returned: always}
-endpoints: {description: The paths that answered., type: list, returned: always}
+server_info:
+  description: The answer of /server_info, redacted.
+  type: dict
+  returned: always
+model_info:
+  description: The answer of /model_info, redacted.
+  type: dict
+  returned: always
+endpoints:
+  description: The paths that answered.
+  type: list
+  returned: always
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_http import AuthError, HttpError, request
-from ansible.module_utils.sglang_redact import redact
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import AuthError, HttpError, request
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import redact
 
 
 def first_answer(url, paths, api_key, timeout):

@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: sglang-deploy contributors
+# SPDX-License-Identifier: Apache-2.0
 """Throughput smoke test of an SGLang server: TTFT, TPOT, tok/s, MTP accept length."""
 
 DOCUMENTATION = r"""
@@ -12,35 +14,115 @@ description:
     from C(/metrics) before and after the run (proof that graphs replayed), when exposed.
   - Standard library only; changes nothing on the server.
 options:
-  url: {description: Base URL of the server., type: str, required: true}
-  model: {description: Model name; default the first of /v1/models., type: str, default: ""}
-  api_key: {description: Bearer key of the server., type: str, default: "", no_log: true}
-  concurrency: {description: Concurrency levels., type: list, elements: int, default: [1, 4]}
-  requests_per_level: {description: Requests measured per level., type: int, default: 8}
-  max_tokens: {description: Tokens per request., type: int, default: 256}
-  prompt: {description: Prompt., type: str, default: "Write a long story about a lighthouse keeper."}
-  warmup: {description: Requests sent first and discarded., type: int, default: 1}
-  ignore_eos: {description: Generate max_tokens even past end of sequence., type: bool, default: true}
-  chat: {description: Use /v1/chat/completions (else /v1/completions)., type: bool, default: true}
-  chat_template_kwargs: {description: Passed with chat requests (thinking off for Qwen3.6)., type: dict, default: {enable_thinking: false}}
-  timeout: {description: Seconds per request., type: float, default: 300}
+  url:
+    description: Base URL of the server.
+    type: str
+    required: true
+  model:
+    description: Model name; default the first of /v1/models.
+    type: str
+    default: ''
+  api_key:
+    description: Bearer key of the server.
+    type: str
+    default: ''
+  concurrency:
+    description: Concurrency levels.
+    type: list
+    elements: int
+    default:
+    - 1
+    - 4
+  requests_per_level:
+    description: Requests measured per level.
+    type: int
+    default: 8
+  max_tokens:
+    description: Tokens per request.
+    type: int
+    default: 256
+  prompt:
+    description: Prompt.
+    type: str
+    default: Write a long story about a lighthouse keeper.
+  warmup:
+    description: Requests sent first and discarded.
+    type: int
+    default: 1
+  ignore_eos:
+    description: Generate max_tokens even past end of sequence.
+    type: bool
+    default: true
+  chat:
+    description: Use /v1/chat/completions (else /v1/completions).
+    type: bool
+    default: true
+  chat_template_kwargs:
+    description: Passed with chat requests (thinking off for Qwen3.6).
+    type: dict
+    default:
+      enable_thinking: false
+  timeout:
+    description: Seconds per request.
+    type: float
+    default: 300
+author:
+  - sglang-deploy maintainers (@sglang-deploy)
+"""
+
+EXAMPLES = r"""
+- name: Measure the server at concurrency 1 and 4
+  sglang_smoke:
+    url: http://127.0.0.1:30000
+    api_key: "{{ sglang_api_key }}"
+    concurrency: [1, 4]
+    max_tokens: 256
+  register: smoke
 """
 
 RETURN = r"""
-levels: {description: One entry per concurrency level., type: list, returned: always}
-accept_length: {description: Speculative accept length the server reports (null without speculation)., type: float, returned: always}
-accept_length_before: {description: The same before the run (cumulative since start)., type: float, returned: always}
-graph_passes: {description: "cuda_graph_passes_total by mode: before, after, delta.", type: dict, returned: always}
-model: {description: Model measured., type: str, returned: always}
+levels:
+  description: One entry per concurrency level.
+  type: list
+  returned: always
+accept_length:
+  description: Speculative accept length the server reports (null without speculation).
+  type: float
+  returned: always
+accept_length_before:
+  description: The same before the run (cumulative since start).
+  type: float
+  returned: always
+graph_passes:
+  description: 'cuda_graph_passes_total by mode: before, after, delta.'
+  type: dict
+  returned: always
+  contains:
+    before:
+      description: cuda_graph_passes_total per mode before the run.
+      type: dict
+      returned: always
+    after:
+      description: The same after the run.
+      type: dict
+      returned: always
+    delta:
+      description: after minus before, per mode.
+      type: dict
+      returned: always
+model:
+  description: Model measured.
+  type: str
+  returned: always
 """
 
 import math
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_bench import graph_passes, parse_metrics, run_level, stream_one
-from ansible.module_utils.sglang_http import HttpError, request
-from ansible.module_utils.sglang_redact import excerpt
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_bench import graph_passes, parse_metrics, run_level, stream_one
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import HttpError, request
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt
 
 
 class SmokeError(Exception):
@@ -101,7 +183,7 @@ def run(p):
         endpoint = url + "/v1/completions"
         body["prompt"] = p["prompt"]
 
-    for _ in range(p["warmup"]):
+    for _unused in range(p["warmup"]):
         stream_one(endpoint, body, p["api_key"], p["timeout"])
     accept_before = _accept_length(url, p["api_key"])
     passes_before = _passes(url, p["api_key"])
@@ -131,7 +213,7 @@ def main():
             "api_key": {"type": "str", "default": "", "no_log": True},
             "concurrency": {"type": "list", "elements": "int", "default": [1, 4]},
             "requests_per_level": {"type": "int", "default": 8},
-            "max_tokens": {"type": "int", "default": 256},
+            "max_tokens": {"type": "int", "default": 256, "no_log": False},
             "prompt": {"type": "str",
                        "default": "Write a long story about a lighthouse keeper."},
             "warmup": {"type": "int", "default": 1},

@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: sglang-deploy contributors
+# SPDX-License-Identifier: Apache-2.0
 """The whole package set of the ml-env: read it, or put a recorded one back exactly."""
 
 DOCUMENTATION = r"""
@@ -13,19 +15,72 @@ description:
     not hold. With pip or with uv (C(uv pip install/uninstall)), with the role's install
     options (index, wheelhouse, no-index). Nothing runs when the set already matches.
 options:
-  venv: {description: Path of the virtual environment., type: path, required: true}
-  state: {description: read or restore., type: str, choices: [read, restore], default: read}
-  packages: {description: The set to restore (C(name==version) lines)., type: list, elements: str, default: []}
-  installer: {description: pip or uv., type: str, choices: [pip, uv], default: pip}
-  uv: {description: Path of the uv binary (installer=uv)., type: path, default: uv}
-  options: {description: Install options (C(--no-index --find-links DIR), an index)., type: list, elements: str, default: []}
+  venv:
+    description: Path of the virtual environment.
+    type: path
+    required: true
+  state:
+    description: read or restore.
+    type: str
+    choices:
+    - read
+    - restore
+    default: read
+  packages:
+    description: The set to restore (C(name==version) lines).
+    type: list
+    elements: str
+    default: []
+  installer:
+    description: pip or uv.
+    type: str
+    choices:
+    - pip
+    - uv
+    default: pip
+  uv:
+    description: Path of the uv binary (installer=uv).
+    type: path
+    default: uv
+  options:
+    description: Install options (C(--no-index --find-links DIR), an index).
+    type: list
+    elements: str
+    default: []
+author:
+  - sglang-deploy maintainers (@sglang-deploy)
+"""
+
+EXAMPLES = r"""
+- name: Read the ml-env's package set
+  sglang_venv_packages:
+    venv: /opt/ml-env
+  register: before
+
+- name: Put that set back
+  sglang_venv_packages:
+    venv: /opt/ml-env
+    state: restore
+    packages: "{{ before.packages }}"
 """
 
 RETURN = r"""
-venv_exists: {description: Whether the venv has a Python., type: bool, returned: always}
-packages: {description: The set after this task, sorted C(name==version) lines., type: list, returned: always}
-installed: {description: Lines installed to match the set., type: list, returned: restore}
-removed: {description: Names uninstalled because the set does not hold them., type: list, returned: restore}
+venv_exists:
+  description: Whether the venv has a Python.
+  type: bool
+  returned: always
+packages:
+  description: The set after this task, sorted C(name==version) lines.
+  type: list
+  returned: always
+installed:
+  description: Lines installed to match the set.
+  type: list
+  returned: restore
+removed:
+  description: Names uninstalled because the set does not hold them.
+  type: list
+  returned: restore
 """
 
 import json

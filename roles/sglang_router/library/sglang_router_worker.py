@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: sglang-deploy contributors
+# SPDX-License-Identifier: Apache-2.0
 """Replicas in the SGLang router: list, add and wait healthy, remove and drain."""
 
 DOCUMENTATION = r"""
@@ -13,25 +15,72 @@ description:
     is 0 - because the router lets requests already sent finish. C(state=ready) waits until the
     router answers and lists every URL of C(workers) as healthy (with none, only that it answers).
 options:
-  router_url: {description: Base URL of the router., type: str, required: true}
-  worker: {description: "Worker URL (C(http://host:port)) for C(present) and C(absent).", type: str}
-  workers: {description: Worker URLs that must all be healthy for C(ready)., type: list, elements: str, default: []}
-  state: {description: What to do., type: str, choices: [present, absent, ready], default: ready}
-  api_key: {description: The router's key (sent as a bearer token)., type: str, default: "", no_log: true}
-  timeout: {description: Seconds to wait for the router., type: float, default: 120}
-  drain_timeout: {description: Seconds to wait for a removed worker's running requests., type: float, default: 120}
+  router_url:
+    description: Base URL of the router.
+    type: str
+    required: true
+  worker:
+    description: Worker URL (C(http://host:port)) for C(present) and C(absent).
+    type: str
+  workers:
+    description: Worker URLs that must all be healthy for C(ready).
+    type: list
+    elements: str
+    default: []
+  state:
+    description: What to do.
+    type: str
+    choices:
+    - present
+    - absent
+    - ready
+    default: ready
+  api_key:
+    description: The router's key (sent as a bearer token).
+    type: str
+    default: ''
+  timeout:
+    description: Seconds to wait for the router.
+    type: float
+    default: 120
+  drain_timeout:
+    description: Seconds to wait for a removed worker's running requests.
+    type: float
+    default: 120
+author:
+  - sglang-deploy maintainers (@sglang-deploy)
+"""
+
+EXAMPLES = r"""
+- name: Add this replica to the router
+  sglang_router_worker:
+    router_url: http://router.example:30000
+    worker: http://10.0.0.11:30000
+    state: present
+
+- name: Remove (and drain) it before a restart
+  sglang_router_worker:
+    router_url: http://router.example:30000
+    worker: http://10.0.0.11:30000
+    state: absent
 """
 
 RETURN = r"""
-workers: {description: "The router's workers after the task: [{url, healthy}].", type: list, returned: always}
-drained: {description: Whether a removed worker had no running request left., type: bool, returned: when state is absent}
+workers:
+  description: 'The router''s workers after the task: [{url, healthy}].'
+  type: list
+  returned: always
+drained:
+  description: Whether a removed worker had no running request left.
+  type: bool
+  returned: when state is absent
 """
 
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_http import AuthError, HttpError, request
-from ansible.module_utils.sglang_redact import excerpt
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import AuthError, HttpError, request
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt
 
 
 class RouterError(Exception):
@@ -108,6 +157,7 @@ def absent(router, worker, api_key, timeout, drain_timeout, check_mode):
     _wait(f"{worker} gone from the router",
           lambda: all(w["url"] != worker for w in workers(router, api_key)) or "still listed",
           timeout)
+
     def idle():
         running = running_requests(worker)
         return running in (0, None) or f"{running:g} requests running"

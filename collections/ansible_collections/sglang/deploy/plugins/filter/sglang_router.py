@@ -3,16 +3,12 @@
 Pure functions, unit-tested in tests/unit/test_sglang_router.py.
 """
 
-import os
 import re
-import sys
 
 from ansible.errors import AnsibleFilterError
 
-# Ansible loads each filter file on its own: make the sibling helper importable.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sglang_filter_errors import own_errors  # noqa: E402
-from sglang_render import ARG_NAME, _plain, sglang_advertised_address  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
+from ansible_collections.sglang.deploy.plugins.filter.sglang_render import ARG_NAME, _plain, sglang_advertised_address
 
 # Arguments the role sets from its own variables (or, for the key, through stdin).
 OWNED = {"host": "sglang_router_host", "port": "sglang_router_port",

@@ -49,7 +49,7 @@ class Gpus:
         self.count = int(desc.get("count") or 0)
         self.name = str(desc.get("name") or "NVIDIA GPU")
         self.memory_mib = int(desc.get("memory_mib") or 0)
-        major, _, minor = str(desc.get("compute_capability") or "8.0").partition(".")
+        major, _unused, minor = str(desc.get("compute_capability") or "8.0").partition(".")
         self.capability = (int(major), int(minor or 0))
         self.sm_count = int(desc.get("sm_count") or 0)
 

@@ -7,15 +7,12 @@ input raises AnsibleFilterError with a message that names the variable and what 
 import json
 import os
 import re
-import sys
 
 import yaml
 from ansible.errors import AnsibleFilterError
 
-# Ansible loads each filter file on its own: make the sibling helper importable.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sglang_filter_errors import own_errors  # noqa: E402
-from sglang_caches import sglang_unit_cache_env  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
+from ansible_collections.sglang.deploy.plugins.filter.sglang_caches import sglang_unit_cache_env
 
 
 ARG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")

@@ -182,5 +182,3 @@ def blacklist_facts(site):
             rule["where"] = f"{ref['where'].rsplit(':', 1)[0]}:{rule['line']}"
             out["sibling_rules"].append(rule)
     return out
-
-

@@ -16,7 +16,7 @@ import threading
 import time
 import urllib.parse
 
-from ansible.module_utils.sglang_redact import excerpt
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt
 
 # The largest body `request` reads: SGLang's answers are a few kB, /metrics some 100 kB.
 MAX_BODY = 16 * 1024 * 1024

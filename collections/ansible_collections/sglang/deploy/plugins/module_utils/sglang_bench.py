@@ -11,8 +11,8 @@ import statistics
 import threading
 import time
 
-from ansible.module_utils.sglang_http import AuthError, HttpError, exchange
-from ansible.module_utils.sglang_redact import excerpt
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import AuthError, HttpError, exchange
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt
 
 
 def _percentile(values, pct):
@@ -116,7 +116,7 @@ def run_level(url, body, concurrency, requests, api_key=None, timeout=300.0):
                 results.append(result)
 
     start = time.perf_counter()
-    threads = [threading.Thread(target=worker) for _ in range(max(1, concurrency))]
+    threads = [threading.Thread(target=worker) for _unused in range(max(1, concurrency))]
     for thread in threads:
         thread.start()
     for thread in threads:

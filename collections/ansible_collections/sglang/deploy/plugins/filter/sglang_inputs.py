@@ -7,14 +7,11 @@ Unit-tested in tests/unit/test_sglang_inputs.py.
 """
 
 import os
-import sys
 
 from ansible.errors import AnsibleFilterError
 
-# Ansible loads each filter file on its own: make the sibling helpers importable.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sglang_filter_errors import own_errors  # noqa: E402
-from sglang_preflight import _int, _tp_gpus, local_tp  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
+from ansible_collections.sglang.deploy.plugins.filter.sglang_preflight import _int, _tp_gpus, local_tp
 
 
 def _gpus(facts, args, env):

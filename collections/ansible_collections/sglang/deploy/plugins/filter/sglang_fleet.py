@@ -3,14 +3,10 @@
 Unit-tested in tests/unit/test_sglang_fleet.py.
 """
 
-import os
-import sys
 
 from ansible.errors import AnsibleFilterError
 
-# Ansible loads each filter file on its own: make the sibling helper importable.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sglang_filter_errors import own_errors  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
 
 
 def sglang_fleet_outcomes(hosts, hostvars):

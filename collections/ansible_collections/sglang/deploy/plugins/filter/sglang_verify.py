@@ -2,14 +2,10 @@
 smoke-test gates and the bandwidth ceiling. Pure functions, tested in tests/unit."""
 
 import math
-import os
-import sys
 
 from ansible.errors import AnsibleFilterError
 
-# Ansible loads each filter file on its own: make the sibling helper importable.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sglang_filter_errors import own_errors  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
 
 SPEC_FIELDS = {"algorithm": "speculative_algorithm", "num_steps": "speculative_num_steps",
                "eagle_topk": "speculative_eagle_topk",
@@ -66,7 +62,8 @@ def sglang_effective(info):
 def sglang_verify(effective, preflight, expect=None):
     """{ok, checks, failures, warnings}: a required setting that did not resolve fails; a
     resolved value that differs from the prediction is reported with both values."""
-    from sglang_preflight import _check_expect  # one reading of sglang_expect (old names too)
+    # One reading of sglang_expect (old names too); imported here: preflight imports this file.
+    from ansible_collections.sglang.deploy.plugins.filter.sglang_preflight import _check_expect
 
     expect = _check_expect(expect)
     predicted = {r["name"]: r["predicted"] for r in (preflight or {}).get("rows", [])}
@@ -156,12 +153,23 @@ def sglang_smoke_gate(smoke, min_decode_tok_s=None, max_ttft_ms=None, baseline=N
     levels = (smoke or {}).get("levels") or []
     if not levels:
         raise AnsibleFilterError("sglang_smoke_gate: the smoke test returned no levels")
-    failures = []
-    first = levels[0]
+    failures = [*_failed_requests(levels), *_below_floors(levels[0], floor, ttft_cap)]
+    rows = []
     for lv in levels:
-        if lv["requests_failed"]:
-            failures.append(f"concurrency {lv['concurrency']}: {lv['requests_failed']} requests "
-                            f"failed ({'; '.join(lv.get('errors') or [])})")
+        base = _level(baseline, lv["concurrency"])
+        rows.append({"concurrency": lv["concurrency"], "now": lv, "baseline": base})
+        failures += _regressions(lv, base, tolerance)
+    return {"ok": not failures, "failures": failures, "rows": rows}
+
+
+def _failed_requests(levels):
+    return [f"concurrency {lv['concurrency']}: {lv['requests_failed']} requests "
+            f"failed ({'; '.join(lv.get('errors') or [])})" for lv in levels if lv["requests_failed"]]
+
+
+def _below_floors(first, floor, ttft_cap):
+    """The single-stream level against the decode floor and the TTFT cap."""
+    failures = []
     rate = first.get("decode_tok_s_per_user")
     if floor is not None and (rate is None or rate < floor):
         failures.append(f"decode {rate} tok/s per user at concurrency {first['concurrency']} is "
@@ -170,24 +178,24 @@ def sglang_smoke_gate(smoke, min_decode_tok_s=None, max_ttft_ms=None, baseline=N
     if ttft_cap is not None and (ttft is None or ttft > ttft_cap):
         failures.append(f"TTFT p50 {ttft} ms at concurrency {first['concurrency']} is above "
                         f"{ttft_cap:g} ms (sglang_smoke_max_ttft_ms)")
-    rows = []
-    for lv in levels:
-        base = _level(baseline, lv["concurrency"])
-        rows.append({"concurrency": lv["concurrency"], "now": lv, "baseline": base})
-        if not base:
+    return failures
+
+
+def _regressions(lv, base, tolerance):
+    """One level against the same level of the previous good release."""
+    failures = []
+    for key, better in (("decode_tok_s_per_user", "higher"), ("output_tok_s", "higher"),
+                        ("ttft_ms_p50", "lower")):
+        now, then = lv.get(key), (base or {}).get(key)
+        if now is None or not then:
             continue
-        for key, better in (("decode_tok_s_per_user", "higher"), ("output_tok_s", "higher"),
-                            ("ttft_ms_p50", "lower")):
-            now, then = lv.get(key), base.get(key)
-            if now is None or not then:
-                continue
-            change = now / then - 1
-            worse = -change if better == "higher" else change
-            if worse > tolerance:
-                failures.append(
-                    f"{key} at concurrency {lv['concurrency']}: {now} vs {then} in the previous "
-                    f"good release ({change:+.1%}, tolerance {tolerance:.0%})")
-    return {"ok": not failures, "failures": failures, "rows": rows}
+        change = now / then - 1
+        worse = -change if better == "higher" else change
+        if worse > tolerance:
+            failures.append(
+                f"{key} at concurrency {lv['concurrency']}: {now} vs {then} in the previous "
+                f"good release ({change:+.1%}, tolerance {tolerance:.0%})")
+    return failures
 
 
 def _positive(value):

@@ -7,20 +7,17 @@ nothing SGLang can tell us about itself is written down here.
 
 import ipaddress
 import json
-import os
 import re
-import sys
 
 from ansible.errors import AnsibleFilterError
 
-# Ansible loads each filter file on its own: make the sibling helper importable.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sglang_filter_errors import own_errors  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
 
 LEVELS = ("required", "auto", "off")
 EXPECT_KEYS = {"decode_cuda_graph", "prefill_cuda_graph", "custom_all_reduce", "nccl_p2p",
                "speculative", "tp_size", "max_running_requests", "attention_backend"}
 MODEL_CONFIG = "sglang/srt/configs/model_config.py"
+CHANGE_KEYS = ("field", "asked", "resolved", "file", "line", "function")
 SPEC_KEYS = {"algorithm", "num_steps", "eagle_topk", "num_draft_tokens"}
 # nvidia-smi's codes for a path between two devices.
 NVLINK = re.compile(r"^NV\d+$")
@@ -79,7 +76,7 @@ def nvidia_topology(topo_text, p2p_text=None):
     count, links = _pairs(topo_text)
     result = {"gpus": count, "links": links}
     if p2p_text:
-        _, p2p = _pairs(p2p_text)
+        _unused, p2p = _pairs(p2p_text)
         result["p2p"] = p2p
     return result
 
@@ -91,38 +88,54 @@ ALIASES = {"piecewise_cuda_graph": "prefill_cuda_graph"}
 
 
 def _check_expect(expect):
-    expect = dict(expect or {})
+    """sglang_expect with old names renamed, levels defaulted, each value checked."""
+    expect = _expect_renamed(dict(expect or {}))
+    unknown = sorted(set(expect) - EXPECT_KEYS)
+    if unknown:
+        raise AnsibleFilterError(
+            f"sglang_expect: unknown keys {unknown}; allowed: {sorted(EXPECT_KEYS)}")
+    expect.update(_expect_levels(expect))
+    _expect_speculative(expect.get("speculative"))
+    for key in ("tp_size", "max_running_requests"):
+        _expect_positive(key, expect.get(key))
+    _expect_backend(expect.get("attention_backend"))
+    return expect
+
+
+def _expect_renamed(expect):
     for old, new in ALIASES.items():
         if old in expect:
             if new in expect and expect[new] != expect[old]:
                 raise AnsibleFilterError(
                     f"sglang_expect: {old} is the old name of {new}; set only {new}")
             expect[new] = expect.pop(old)
-    unknown = sorted(set(expect) - EXPECT_KEYS)
-    if unknown:
-        raise AnsibleFilterError(
-            f"sglang_expect: unknown keys {unknown}; allowed: {sorted(EXPECT_KEYS)}")
-    for key in GRAPH_KEYS:
-        value = expect.get(key, "auto")
+    return expect
+
+
+def _expect_levels(expect):
+    levels = {key: expect.get(key, "auto") for key in GRAPH_KEYS}
+    for key, value in levels.items():
         if value not in LEVELS:
             raise AnsibleFilterError(
                 f"sglang_expect.{key}: {value!r} is not one of {', '.join(LEVELS)}")
-        expect[key] = value
-    spec = expect.get("speculative")
-    if spec is not None:
-        if not isinstance(spec, dict) or set(spec) - SPEC_KEYS:
-            raise AnsibleFilterError(
-                f"sglang_expect.speculative: a mapping of {sorted(SPEC_KEYS)}, got {spec!r}")
-    for key in ("tp_size", "max_running_requests"):
-        value = expect.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 1):
-            raise AnsibleFilterError(f"sglang_expect.{key}: a positive integer, got {value!r}")
-    backend = expect.get("attention_backend")
+    return levels
+
+
+def _expect_speculative(spec):
+    if spec is not None and (not isinstance(spec, dict) or set(spec) - SPEC_KEYS):
+        raise AnsibleFilterError(
+            f"sglang_expect.speculative: a mapping of {sorted(SPEC_KEYS)}, got {spec!r}")
+
+
+def _expect_positive(key, value):
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise AnsibleFilterError(f"sglang_expect.{key}: a positive integer, got {value!r}")
+
+
+def _expect_backend(backend):
     if backend is not None and (not isinstance(backend, str) or not backend):
         raise AnsibleFilterError(
             f"sglang_expect.attention_backend: a backend name such as flashinfer, got {backend!r}")
-    return expect
 
 
 def _truthy(value):
@@ -203,7 +216,7 @@ def _logged(resolution, *words):
 
 def resolved_view(resolved):
     """The rows' values from SGLang's resolved fields (any 0.5.x shape)."""
-    from sglang_verify import sglang_effective
+    from ansible_collections.sglang.deploy.plugins.filter.sglang_verify import sglang_effective
 
     effective = sglang_effective(resolved)
     prefill = effective.get("prefill_cuda_graph")
@@ -576,11 +589,10 @@ def sglang_preflight(facts, args, env=None, expect=None, strict=False, resolutio
     return {
         "sglang_version": v.version,
         "resolved_by": "sglang" if v.by_sglang else "source",
-        "startup_error": {k: error.get(k) for k in ("type", "message", "file", "line")}
-        if error else None,
+        "startup_error": ({k: error.get(k) for k in ("type", "message", "file", "line")}
+                          if error else None),
         "resolved": v.view,
-        "changes": [{k: c.get(k) for k in ("field", "asked", "resolved", "file", "line",
-                                          "function")}
+        "changes": [{k: c.get(k) for k in CHANGE_KEYS}
                     for c in (v.resolution.get("changes") or []) if v.by_sglang],
         "rows": rows,
         "ok": not failures,
@@ -610,59 +622,68 @@ def _topology_checks(facts, args, env, expect, tp, tp_gpus, car_on):
         return [_row("custom_all_reduce", expect["custom_all_reduce"],
                      "on" if car_on else "off", "warn", reason),
                 _row("nccl_p2p", expect["nccl_p2p"], "unknown", "warn", reason)]
-    used = (tp_gpus or [])[:tp]
+    paths = _tp_paths(topo, (tp_gpus or [])[:tp], facts, env)
+    return [_custom_all_reduce_row(expect["custom_all_reduce"], paths, car_on,
+                                   _truthy(args.get("enable-p2p-check"))),
+            _nccl_p2p_row(expect["nccl_p2p"], paths)]
+
+
+def _tp_paths(topo, used, facts, env):
+    """What joins the TP GPUs: {used, links, p2p, nvlink, no_peer, link_text, p2p_disabled}."""
     pairs = [f"{a}-{b}" for i, a in enumerate(sorted(used)) for b in sorted(used)[i + 1:]]
     links = {p: topo["links"].get(p, "?") for p in pairs}
     p2p = {p: topo.get("p2p", {}).get(p) for p in pairs}
-    nvlink = all(NVLINK.match(v) for v in links.values())
-    no_peer = [p for p, v in p2p.items() if v is not None and v != "OK"]
-    link_text = ", ".join(f"GPU{p.replace('-', '<->GPU')} {v}" for p, v in links.items())
-    p2p_disabled = str(env.get("NCCL_P2P_DISABLE", facts.get("nccl_conf", {}).get(
-        "NCCL_P2P_DISABLE", ""))).strip() == "1"
-    checks = []
+    disabled = env.get("NCCL_P2P_DISABLE", facts.get("nccl_conf", {}).get("NCCL_P2P_DISABLE", ""))
+    return {
+        "used": used, "links": links, "p2p": p2p,
+        "nvlink": all(NVLINK.match(v) for v in links.values()),
+        "no_peer": [p for p, v in p2p.items() if v is not None and v != "OK"],
+        "link_text": ", ".join(f"GPU{p.replace('-', '<->GPU')} {v}" for p, v in links.items()),
+        "p2p_disabled": str(disabled).strip() == "1",
+    }
 
-    # custom all-reduce
-    p2p_check = _truthy(args.get("enable-p2p-check"))
-    if not car_on:
-        status, why = _judge(expect["custom_all_reduce"], False, "custom all-reduce")
-        checks.append(_row("custom_all_reduce", expect["custom_all_reduce"], "off",
-                           status or "ok", why or "--disable-custom-all-reduce is set"))
-    elif no_peer and not p2p_check:
-        checks.append(_row(
-            "custom_all_reduce", expect["custom_all_reduce"], "crash", "fail",
+
+def _custom_all_reduce_row(expect, paths, car_on, p2p_check):
+    """Custom all-reduce: off as asked, a crash without peer access, or what the links allow."""
+    if car_on and paths["no_peer"] and not p2p_check:
+        no_peer = paths["no_peer"]
+        return _row(
+            "custom_all_reduce", expect, "crash", "fail",
             f"GPU pairs {', '.join(no_peer)} have no peer access (nvidia-smi topo -p2p r: "
-            f"{', '.join(p2p[p] for p in no_peer)}) and custom all-reduce is on without "
+            f"{', '.join(paths['p2p'][p] for p in no_peer)}) and custom all-reduce is on without "
             "--enable-p2p-check: SGLang assumes P2P and crashes (sglang#4814). Set "
-            "enable-p2p-check: true (it then falls back) or disable-custom-all-reduce: true"))
-    elif no_peer:
-        status, why = _judge(expect["custom_all_reduce"], False, "custom all-reduce")
-        checks.append(_row("custom_all_reduce", expect["custom_all_reduce"], "off", status,
-                             why or "no peer access between the TP GPUs: --enable-p2p-check "
-                             "makes SGLang fall back to NCCL"))
-    elif not nvlink and len(used) > 2:
-        status, why = _judge(expect["custom_all_reduce"], False, "custom all-reduce")
-        checks.append(_row("custom_all_reduce", expect["custom_all_reduce"], "off", status,
-                             why or f"{len(used)} GPUs joined only by PCIe ({link_text}): "
-                             "SGLang keeps custom all-reduce for at most two PCIe GPUs"))
+            "enable-p2p-check: true (it then falls back) or disable-custom-all-reduce: true")
+    if not car_on:
+        on, reason = False, "--disable-custom-all-reduce is set"
+    elif paths["no_peer"]:
+        on, reason = False, ("no peer access between the TP GPUs: --enable-p2p-check makes "
+                             "SGLang fall back to NCCL")
+    elif not paths["nvlink"] and len(paths["used"]) > 2:
+        on, reason = False, (f"{len(paths['used'])} GPUs joined only by PCIe "
+                             f"({paths['link_text']}): SGLang keeps custom all-reduce for at "
+                             "most two PCIe GPUs")
     else:
-        status, why = _judge(expect["custom_all_reduce"], True, "custom all-reduce")
-        checks.append(_row("custom_all_reduce", expect["custom_all_reduce"], "on", status,
-                             why or f"{link_text}"))
+        on, reason = True, paths["link_text"]
+    status, why = _judge(expect, on, "custom all-reduce")
+    return _row("custom_all_reduce", expect, "on" if on else "off", status or "ok", why or reason)
 
-    # NCCL peer-to-peer
-    if p2p_disabled and nvlink:
-        checks.append(_row("nccl_p2p", expect["nccl_p2p"], "off", "fail",
-                             f"NCCL_P2P_DISABLE=1 while the TP GPUs are joined by NVLink "
-                             f"({link_text}): all-reduce goes through host memory and leaves "
-                             "NVLink idle. Remove NCCL_P2P_DISABLE from sglang_env / /etc/nccl.conf"))
+
+def _nccl_p2p_row(expect, paths):
+    """NCCL peer-to-peer: a failure when it is switched off over NVLink, else on or off."""
+    if paths["p2p_disabled"] and paths["nvlink"]:
+        return _row("nccl_p2p", expect, "off", "fail",
+                    f"NCCL_P2P_DISABLE=1 while the TP GPUs are joined by NVLink "
+                    f"({paths['link_text']}): all-reduce goes through host memory and leaves "
+                    "NVLink idle. Remove NCCL_P2P_DISABLE from sglang_env / /etc/nccl.conf")
+    on = not paths["p2p_disabled"] and not paths["no_peer"]
+    status, why = _judge(expect, on, "NCCL P2P")
+    if paths["p2p_disabled"]:
+        reason = "NCCL_P2P_DISABLE=1"
+    elif paths["no_peer"]:
+        reason = f"no peer access on {', '.join(paths['no_peer'])}"
     else:
-        on = not p2p_disabled and not no_peer
-        status, why = _judge(expect["nccl_p2p"], on, "NCCL P2P")
-        reason = why or ("NCCL_P2P_DISABLE=1" if p2p_disabled else
-                         f"no peer access on {', '.join(no_peer)}" if no_peer else link_text)
-        checks.append(_row("nccl_p2p", expect["nccl_p2p"], "on" if on else "off", status,
-                             reason))
-    return checks
+        reason = paths["link_text"]
+    return _row("nccl_p2p", expect, "on" if on else "off", status, why or reason)
 
 
 def sglang_preflight_table(verdict):

@@ -23,10 +23,3 @@ def own_errors(func):
                 "check the variables and facts passed to it") from exc
 
     return wrapper
-
-
-class FilterModule:
-    """Not a filter itself: the helper the other filter files share."""
-
-    def filters(self):
-        return {}

@@ -26,8 +26,8 @@ MILESTONES = [
     # srt/entrypoints/http_server.py: warm-up done, the first start's kernel compiles included.
     ("server up", (r"The server is fired up and ready to roll",)),
 ]
-NAMES = [name for name, _ in MILESTONES]
-_COMPILED = [[re.compile(p) for p in patterns] for _, patterns in MILESTONES]
+NAMES = [name for name, _unused in MILESTONES]
+_COMPILED = [[re.compile(p) for p in patterns] for _unused, patterns in MILESTONES]
 
 
 class StageOverdue(Exception):

@@ -1,1 +1,0 @@
-../../sglang/files/sglang_launch.py

@@ -1,1 +1,0 @@
-../../sglang/library/sglang_pip_check.py

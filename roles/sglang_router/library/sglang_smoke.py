@@ -1,1 +1,0 @@
-../../sglang/library/sglang_smoke.py

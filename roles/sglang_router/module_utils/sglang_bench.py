@@ -1,1 +1,0 @@
-../../sglang/module_utils/sglang_bench.py

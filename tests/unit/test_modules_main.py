@@ -1,0 +1,250 @@
+"""Every module through main(), with arguments a playbook would pass (the set_module_args
+pattern): what each returns, changes and refuses. Hostile arguments: test_hostile.py."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from support import free_port
+from support.modules import run_module
+
+MODULES = sorted(p.stem for p in Path(__file__).resolve().parents[2].glob("roles/*/library/*.py"))
+
+
+def run(name, args, check_mode=False):
+    return run_module(name, args, check_mode)
+
+
+def fake_bin(tmp_path, monkeypatch, **scripts):
+    """Shell scripts on PATH (systemctl, journalctl...) standing in for the host's tools."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    for name, body in scripts.items():
+        (bindir / name).write_text("#!/bin/sh\n" + body + "\n")
+        (bindir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    return bindir
+
+
+def fake_venv(tmp_path, help_text):
+    """A venv whose python prints `help_text` for any --help."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    python = venv / "bin" / "python"
+    python.write_text(f"#!/bin/sh\ncat <<'EOF'\n{help_text}\nEOF\n")
+    python.chmod(0o755)
+    return venv
+
+
+def test_args_check_names_an_unknown_argument_with_a_suggestion(tmp_path):
+    venv = fake_venv(tmp_path, "usage: launch_server [-h] [--model-path MODEL_PATH] "
+                               "[--tp-size TP_SIZE]\n  --model-path MODEL_PATH\n  --tp-size TP_SIZE")
+    result, code = run("sglang_args_check", {"venv": str(venv),
+                                             "args": {"model-path": "/m", "tp-sizee": 2}})
+    assert code == 0 and result["checked"], result
+    assert [u["name"] for u in result["unknown"]] == ["tp-sizee"]
+    assert "tp-size" in result["unknown"][0]["suggestions"]
+
+
+def test_args_check_without_a_venv_says_why_it_did_not_run(tmp_path):
+    result, code = run("sglang_args_check", {"venv": str(tmp_path / "none"), "args": {}})
+    assert code == 0 and result["checked"] is False and result["reason"]
+
+
+def test_facts_reads_the_model_and_reports_no_gpu(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"architectures": ["Qwen3ForCausalLM"],
+                                                   "model_type": "qwen3"}))
+    (model / "model.safetensors").write_bytes(b"\0" * 1000)
+    result, code = run("sglang_facts", {"venv": str(tmp_path / "none"), "model_path": str(model),
+                                        "nvidia_smi": "/nonexistent/nvidia-smi"})
+    assert code == 0, result
+    assert result["model"]["architectures"] == ["Qwen3ForCausalLM"]
+    assert result["model"]["model_type"] == "qwen3"
+    assert result["gpus"]["present"] is False and result["gpus"]["count"] == 0
+    assert result["sglang_version"] is None
+
+
+def test_host_prereqs_refuses_too_little_disk(tmp_path):
+    result, code = run("sglang_host_prereqs", {
+        "venv": str(tmp_path / "venv"), "nvidia_smi": "/nonexistent/nvidia-smi",
+        "disk": [{"path": str(tmp_path), "gb": 10 ** 6, "what": "the ml-env"}]})
+    assert code == 0, result
+    assert any("the ml-env" in f for f in result["failures"]), result["failures"]
+
+
+def test_journal_quotes_the_lines_of_this_invocation(tmp_path, monkeypatch):
+    fake_bin(tmp_path, monkeypatch,
+             systemctl="echo abc123",
+             journalctl="echo 'Capture cuda graph begin. This can take up to several minutes.'")
+    result, code = run("sglang_journal", {"unit": "sglang.service"})
+    assert code == 0, result
+    assert result["invocation"] == "abc123"
+    assert result["evidence"]["decode_graph_captured"]["count"] == 1
+
+
+def test_lock_is_taken_refused_to_another_run_and_released(tmp_path):
+    base = str(tmp_path)
+    taken, code = run("sglang_lock", {"base_dir": base, "run_id": "run-1"})
+    assert code == 0 and taken["changed"] and taken["holder"]["run_id"] == "run-1"
+    refused, code = run("sglang_lock", {"base_dir": base, "run_id": "run-2"})
+    assert code == 1 and refused["failed"] and "run-1" in refused["msg"]
+    released, code = run("sglang_lock", {"base_dir": base, "run_id": "run-1", "state": "absent"})
+    assert code == 0 and released["changed"]
+    assert not (tmp_path / ".deploy.lock").exists()
+
+
+@pytest.fixture(scope="module")
+def small_venv(tmp_path_factory):
+    """A real venv (with pip, as venv makes it) holding one made-up distribution, demo-pkg 1.2."""
+    venv = tmp_path_factory.mktemp("venv") / "env"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    site = next(venv.glob("lib/python3*/site-packages"))
+    dist = site / "demo_pkg-1.2.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: demo-pkg\nVersion: 1.2\n")
+    return venv
+
+
+def test_model_fetch_without_the_ml_env_says_which_variable(tmp_path):
+    result, code = run("sglang_model_fetch", {
+        "repo": "Qwen/Qwen3.6-27B", "revision": "0" * 40, "local_dir": str(tmp_path / "m"),
+        "venv": str(tmp_path / "none"), "state_dir": str(tmp_path / "state"), "offline": True})
+    assert code == 1 and result["failed"] and "sglang_venv" in result["msg"], result
+    assert result["pending"] is False
+
+
+def test_pip_check_reads_installed_and_missing(small_venv):
+    result, code = run("sglang_pip_check", {"venv": str(small_venv), "requirements": [
+        "demo-pkg==1.2", "demo-pkg>=2", "no-such-package-here==1.0"]})
+    assert code == 0 and result["venv_exists"], result
+    assert result["installed"]["demo-pkg"] == "1.2"
+    assert result["missing"] == ["demo-pkg>=2", "no-such-package-here==1.0"]
+
+
+def test_ready_answers_once_tokens_come_back(standin):
+    url, _ = standin()
+    result, code = run("sglang_ready", {"url": url, "timeout": 30, "max_tokens": 4})
+    assert code == 0, result
+    assert result["completion_tokens"] == 4 and result["model"] == "m"
+
+
+def test_release_is_created_once_activated_and_listed(tmp_path):
+    base = str(tmp_path)
+    args = {"base_dir": base, "stamp": "20261130T101500Z",
+            "files": [{"name": "config.yaml", "content": "tp-size: 2\n"}]}
+    first, code = run("sglang_release", args)
+    assert code == 0 and first["created"], first
+    active, code = run("sglang_release", {"base_dir": base, "state": "active",
+                                          "release": first["release"]})
+    assert code == 0 and active["changed"]
+    again, code = run("sglang_release", dict(args, stamp="20261130T111500Z"))
+    assert code == 0 and not again["created"] and again["release"] == first["release"]
+    info, code = run("sglang_release", {"base_dir": base, "state": "info"})
+    assert code == 0 and [r["id"] for r in info["releases"]] == [first["release"]]
+    assert info["current"] == first["release"]
+
+
+def test_release_in_check_mode_writes_nothing(tmp_path):
+    result, code = run("sglang_release", {"base_dir": str(tmp_path), "stamp": "20261130T101500Z",
+                                          "files": [{"name": "config.yaml", "content": "x\n"}]},
+                       check_mode=True)
+    assert code == 0 and result["changed"] and result["created"]
+    assert not (tmp_path / "releases").exists() or not any((tmp_path / "releases").iterdir())
+
+
+def test_resolve_without_sglang_says_it_did_not_run(tmp_path):
+    result, code = run("sglang_resolve", {"venv": str(tmp_path / "none"),
+                                          "args": {"model-path": "/m"}})
+    assert code == 0 and result["ran"] is False and result["reason"], result
+
+
+def test_server_info_redacts_the_keys(standin):
+    key = "k3y-" + "s" * 28
+    url, _ = standin(**{"api-key": key, "tp-size": 2})
+    result, code = run("sglang_server_info", {"url": url, "api_key": key})
+    assert code == 0, result
+    assert result["server_info"]["tp_size"] == 2
+    assert key not in json.dumps(result)
+
+
+def test_smoke_measures_each_concurrency_level(standin):
+    url, _ = standin()
+    result, code = run("sglang_smoke", {"url": url, "concurrency": [1, 2], "requests_per_level": 2,
+                                        "max_tokens": 16, "warmup": 0})
+    assert code == 0, result
+    assert [level["concurrency"] for level in result["levels"]] == [1, 2]
+    assert result["model"] == "m"
+
+
+def test_venv_packages_reads_the_set(small_venv):
+    result, code = run("sglang_venv_packages", {"venv": str(small_venv)})
+    assert code == 0 and result["venv_exists"], result
+    assert "demo-pkg==1.2" in result["packages"]
+
+
+class Router(BaseHTTPRequestHandler):
+    """sglang-router 0.3's worker API over an in-memory list."""
+
+    listed = []
+
+    def _send(self, status, body):
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):  # noqa: N802
+        self._send(200, {"workers": self.listed})
+
+    def do_POST(self):  # noqa: N802
+        url = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["url"]
+        self.listed.append({"id": f"w{len(self.listed)}", "url": url, "is_healthy": True})
+        self._send(202, {"status": "accepted"})
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def router():
+    handler = type("R", (Router,), {"listed": []})
+    httpd = ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", handler.listed
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_router_worker_adds_a_worker_once(router):
+    url, listed = router
+    worker = "http://10.0.0.11:30000"
+    added, code = run("sglang_router_worker", {"router_url": url, "worker": worker,
+                                               "state": "present", "timeout": 5})
+    assert code == 0 and added["changed"], added
+    assert added["workers"] == [{"url": worker, "healthy": True}]
+    again, code = run("sglang_router_worker", {"router_url": url, "worker": worker,
+                                               "state": "present", "timeout": 5})
+    assert code == 0 and not again["changed"] and len(listed) == 1
+
+
+def test_router_worker_ready_fails_for_a_missing_worker(router):
+    url, _ = router
+    result, code = run("sglang_router_worker", {"router_url": url, "timeout": 0.5,
+                                                "workers": ["http://10.0.0.12:30000"]})
+    assert code == 1 and "10.0.0.12" in result["msg"]
+
+
+def test_every_module_has_a_main_test():
+    """A module added without a main() test in this file fails here."""
+    source = Path(__file__).read_text(encoding="utf-8")
+    untested = [name for name in MODULES if f'run("{name}"' not in source]
+    assert MODULES and not untested, untested
