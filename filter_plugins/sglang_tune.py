@@ -211,6 +211,9 @@ def sglang_tune_knob_candidates(plan, incumbent, knob_name, known_keys, sglang_v
         changes[knob_name] = value
         cand = sglang_tune_candidate(plan, incumbent["args"], incumbent["env"], changes,
                                      sglang_version, host)
+        # What the constraints derived on the way from the start, still in force.
+        cand["derived"] = {**{k: cand["args"][k] for k in incumbent.get("derived") or {}
+                              if k in cand["args"]}, **cand["derived"]}
         if cand["key"] in seen:
             cand["skip"] = "identical"
         elif cand["key"] in (known_keys or []):
@@ -302,17 +305,19 @@ def sglang_tune_finalists(results, count):
 
 
 @own_errors
-def sglang_tune_winner(finalists, start, noise, metric):
-    """The finalist whose longer measurement beats the starting release beyond noise, else
-    the start. Each finalist carries `final_score`."""
+def sglang_tune_winner(finalists, start, noise):
+    """The finalist whose longer measurement beats the starting release beyond noise, else the
+    start. Among finalists within noise of the best, the one with the fewest changes wins: a
+    change must earn its place. Each finalist carries `final_score`."""
     start_final = next((f for f in finalists if f["key"] == start["key"]), start)
     base = start_final.get("final_score", start_final.get("score"))
-    best = start_final
-    for fin in finalists:
-        if sglang_tune_beats(fin.get("final_score"), base, noise) and \
-                (best is start_final or fin["final_score"] > best.get("final_score", 0)):
-            best = fin
-    return best
+    better = [f for f in finalists if f["key"] != start["key"]
+              and sglang_tune_beats(f.get("final_score"), base, noise)]
+    if not better:
+        return start_final
+    top = max(f["final_score"] for f in better)
+    close = [f for f in better if not sglang_tune_beats(top, f["final_score"], noise)]
+    return min(close, key=lambda f: (len(f.get("changes") or {}), -f["final_score"]))
 
 
 def _fmt(value, digits=1):
@@ -351,11 +356,14 @@ def sglang_tune_leaderboard(results, objective, winner_key=None):
 
 
 @own_errors
-def sglang_tune_server_args(winner, profile_args):
-    """The winner's arguments that differ from the profile, as inventory YAML."""
-    diff = {k: v for k, v in _normal(winner["args"]).items()
-            if _canon(profile_args.get(k)) != _canon(v)}
-    return yaml.safe_dump({"sglang_server_args": diff}, default_flow_style=False,
+def sglang_tune_server_args(winner, start_args, operator_args=None):
+    """The inventory's sglang_server_args that make the winner: the operator's own, with what
+    the winner changed from the starting configuration, as YAML."""
+    merged = dict(operator_args or {})
+    for key, value in winner["args"].items():
+        if _canon(start_args.get(key)) != _canon(value):
+            merged[key] = value
+    return yaml.safe_dump({"sglang_server_args": merged}, default_flow_style=False,
                           sort_keys=True)
 
 
