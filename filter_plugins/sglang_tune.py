@@ -107,10 +107,17 @@ def sglang_tune_plan(spec, base_args, base_env=None):
     for name, minimum in (("max_restarts", 1), ("max_wall_s", 1), ("noise_repeats", 2),
                           ("finalists", 1)):
         value = spec.get(name)
+        if isinstance(value, str) and value.strip().isdigit():  # -e name=N gives a string
+            value = int(value)
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
             _fail(f"sglang_tune_{name} must be an integer >= {minimum} (got {value!r})")
         budget[name] = value
     min_gain = spec.get("min_gain", 0.02)
+    if isinstance(min_gain, str):
+        try:
+            min_gain = float(min_gain)
+        except ValueError:
+            pass
     if isinstance(min_gain, bool) or not isinstance(min_gain, (int, float)) \
             or not 0 <= min_gain < 1:
         _fail("sglang_tune_min_gain must be a fraction between 0 and 1 (e.g. 0.02 for 2%)")
@@ -167,6 +174,20 @@ def sglang_tune_key(candidate, sglang_version, host):
     blob = _canon({"sglang": str(sglang_version), "host": str(host),
                    "args": _normal(candidate["args"]), "env": candidate["env"]})
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# Fields SGLang's resolution fills with a fresh value on every run: not part of the identity.
+VOLATILE_RESOLVED = ("random_seed", "nccl_port")
+
+
+@own_errors
+def sglang_tune_resolved_key(resolved):
+    """The identity of a configuration as SGLang resolved it (its resolved_dict()), or '' when
+    it did not resolve: two candidates with one key run the same server."""
+    if not isinstance(resolved, dict) or not resolved:
+        return ""
+    kept = {k: v for k, v in resolved.items() if k not in VOLATILE_RESOLVED}
+    return hashlib.sha256(_canon(kept).encode()).hexdigest()[:16]
 
 
 @own_errors
@@ -335,7 +356,7 @@ def sglang_tune_leaderboard(results, objective, winner_key=None):
     for r in rows:
         lv = r.get("level") or {}
         verdict = r.get("verdict", "?") + (" (earlier sweep)" if r.get("resumed") else "")
-        if r.get("key") == winner_key:
+        if r.get("key") == winner_key and r.get("verdict") != "identical":
             verdict += " WINNER"
         if r.get("reason"):
             verdict += f": {r['reason']}"
@@ -407,4 +428,5 @@ class FilterModule:
             "sglang_tune_server_args": sglang_tune_server_args,
             "sglang_tune_env": sglang_tune_env,
             "sglang_tune_expect": sglang_tune_expect,
+            "sglang_tune_resolved_key": sglang_tune_resolved_key,
         }

@@ -70,7 +70,7 @@ def sweep(p, jitter=0.01, known=None):
                 restarts += 1
                 res = {**cand, "verdict": "measured", "release": cand["key"],
                        **t.sglang_tune_score(smoke(measure(cand)), OBJ)}
-            if res["verdict"] in ("measured", "refused", "crashed") and not res.get("resumed"):
+            if res["verdict"] in ("measured", "crashed") and not res.get("resumed"):
                 known[res["key"]] = res
             knob_results.append(res)
             results.append(res)
@@ -153,6 +153,13 @@ def test_bad_settings_are_refused_saying_what_to_change(over, match):
         plan(**over)
 
 
+def test_numbers_given_with_e_arrive_as_strings():
+    p = plan(max_restarts="2", min_gain="0.05")
+    assert p["max_restarts"] == 2 and p["min_gain"] == 0.05
+    with pytest.raises(AnsibleFilterError, match="max_restarts"):
+        plan(max_restarts="two")
+
+
 def test_env_knobs_and_keys():
     p = t.sglang_tune_plan(spec(space={"env": {"NCCL_P2P_DISABLE": [0, 1]}}), ARGS, {})
     start = t.sglang_tune_candidate(p, ARGS, {}, {}, "0.5.23", "h")
@@ -228,3 +235,12 @@ def test_the_chart_is_a_png_with_one_line_per_finalist():
     data = chart.draw(fins, "t")
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert chart.series(fins[0], "output_tok_s") == ([1, 4], [80, 280])
+
+
+def test_resolved_identity_ignores_what_sglang_draws_anew():
+    one = {"attention_backend": "flashinfer", "random_seed": 1, "nccl_port": 30001}
+    two = {"attention_backend": "flashinfer", "random_seed": 7, "nccl_port": 30444}
+    assert t.sglang_tune_resolved_key(one) == t.sglang_tune_resolved_key(two) != ""
+    assert t.sglang_tune_resolved_key({**one, "attention_backend": "triton"}) != \
+        t.sglang_tune_resolved_key(one)
+    assert t.sglang_tune_resolved_key(None) == ""
