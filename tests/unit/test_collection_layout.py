@@ -2,20 +2,19 @@
 the filters by FQCN (a collection role does not find short filter names), shared code lives
 once (no symlinks, no sys.path edits) and every molecule scenario finds the collection source."""
 
+import importlib
 import re
 from pathlib import Path
 
 import yaml
 
-from ansible_collections.sglang.deploy.plugins.filter import (
-    sglang_caches, sglang_fleet, sglang_inputs, sglang_preflight, sglang_render, sglang_router,
-    sglang_verify)
-
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "collections" / "ansible_collections" / "sglang" / "deploy"
-FILTERS = sorted(name for module in (sglang_caches, sglang_fleet, sglang_inputs, sglang_preflight,
-                                     sglang_render, sglang_router, sglang_verify)
-                 for name in module.FilterModule().filters())
+# Every filter file of the collection, so that a new one is held to the same rules.
+FILTERS = sorted(
+    name for path in sorted((SOURCE / "plugins" / "filter").glob("sglang_*.py"))
+    for name in importlib.import_module(
+        f"ansible_collections.sglang.deploy.plugins.filter.{path.stem}").FilterModule().filters())
 
 
 def test_roles_and_playbooks_name_the_filters_by_fqcn():

@@ -243,6 +243,21 @@ def test_router_worker_ready_fails_for_a_missing_worker(router):
     assert code == 1 and "10.0.0.12" in result["msg"]
 
 
+def test_tune_chart_draws_once_and_rewrites_only_on_change(tmp_path):
+    finalists = [{"id": "start", "final_levels": [
+        {"concurrency": 1, "decode_tok_s_per_user": 78.2, "output_tok_s": 78.2},
+        {"concurrency": 4, "decode_tok_s_per_user": 60.0, "output_tok_s": 240.0}]}]
+    dest = str(tmp_path / "tune.png")
+    result, code = run("sglang_tune_chart", {"finalists": finalists, "dest": dest})
+    assert code == 0 and result["changed"] and result["lines"] == 1
+    assert open(dest, "rb").read()[:8] == b"\x89PNG\r\n\x1a\n"
+    again, _ = run("sglang_tune_chart", {"finalists": finalists, "dest": dest})
+    assert not again["changed"]
+    other, _ = run("sglang_tune_chart", {"finalists": finalists * 2, "dest": dest},
+                   check_mode=True)
+    assert other["changed"] and other["lines"] == 2
+
+
 def test_every_module_has_a_main_test():
     """A module added without a main() test in this file fails here."""
     source = Path(__file__).read_text(encoding="utf-8")

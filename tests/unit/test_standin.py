@@ -80,3 +80,19 @@ def test_http_stream_usage_and_metrics(standin):
     assert 'sglang:generation_tokens_total{model_name="m"} 10' in metrics
     assert 'mode="decode_cuda_graph"} 3' in metrics  # 9 tokens after the first, 3 per chunk
     assert "sglang:spec_accept_length" in metrics
+
+
+def test_the_performance_model_sets_the_speed_from_the_arguments():
+    from sglang_standin import perf
+
+    args = {"model-path": "/m", "speculative-algorithm": "NEXTN", "speculative-num-steps": 2,
+            "speculative-num-draft-tokens": 3}
+    knobs = Knobs.from_env({"SGLANG_STANDIN_PERF_MODEL": "1"})
+    engine = Engine(args, knobs)
+    assert knobs.tok_s == perf.tok_s_per_user(args, 1) > 80
+    assert knobs.accept_length == perf.accept_length(args) == 2.575
+    events = list(engine.schedule(64))
+    assert sum(n for _, n in events) == 64
+    # One user alone: the modelled TTFT, then tokens at the modelled speed.
+    assert events[0][0] == perf.ttft_ms(0) / 1000.0
+    assert (events[-1][0] - events[0][0]) == pytest.approx(63 / perf.tok_s_per_user(args, 0))

@@ -8,6 +8,7 @@ import sys
 import time
 
 from . import args as argmod
+from . import perf
 from .engine import Engine, Knobs
 from .server import serve
 
@@ -31,6 +32,9 @@ def main(argv=None):
     )
     if knobs.refuse_flag and knobs.refuse_flag in server_args:
         sys.stderr.write(f"standin: error: refusing to start with --{knobs.refuse_flag}\n")
+        return 1
+    if knobs.perf_model and perf.startup_error(server_args):
+        sys.stderr.write(f"standin: error: {perf.startup_error(server_args)}\n")
         return 1
     if knobs.startup_delay_s:
         time.sleep(knobs.startup_delay_s)

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import args as argmod
+from . import perf
 
 
 @dataclass
@@ -22,6 +23,7 @@ class Knobs:
     refuse_flag: str = ""
     crash_after: int = 0
     broken_scheduler: bool = False
+    perf_model: bool = False
 
     @classmethod
     def from_env(cls, env=None):
@@ -43,6 +45,7 @@ class Knobs:
             refuse_flag=pick("REFUSE_FLAG", str, "").lstrip("-"),
             crash_after=pick("CRASH_AFTER", int, 0),
             broken_scheduler=pick("BROKEN_SCHEDULER", str, "0") in ("1", "true", "yes"),
+            perf_model=perf.enabled(env),
         )
 
 
@@ -80,6 +83,12 @@ class Engine:
         self.prefill_steps = 0
         self.ttft_observations = []
         self.model_config = _read_model_config(server_args["model-path"])
+        if knobs.perf_model:
+            # The speed follows the arguments (tests/standin/sglang_standin/perf.py).
+            knobs.accept_length = perf.accept_length(server_args)
+            knobs.tokens_per_chunk = max(1, round(knobs.accept_length))
+            knobs.tok_s = perf.tok_s_per_user(server_args, 1)
+            knobs.ttft_ms = perf.ttft_ms(1)
 
     # ---- identity -------------------------------------------------------------------------
     @property
@@ -184,6 +193,9 @@ class Engine:
         `tokens_per_chunk` tokens, each token spaced 1/tok_s apart: so TTFT and TPOT as
         sglang.bench_serving defines them equal the knobs exactly.
         """
+        if self.knobs.perf_model:
+            yield from self._modelled_schedule(max_tokens)
+            return
         ttft = self.knobs.ttft_ms / 1000.0
         yield ttft, 1
         sent = 1
@@ -191,6 +203,17 @@ class Engine:
             n = min(self.knobs.tokens_per_chunk, max_tokens - sent)
             sent += n
             yield ttft + (sent - 1) / self.knobs.tok_s, n
+
+    def _modelled_schedule(self, max_tokens):
+        """As schedule, at the speed the performance model gives for the batch running now."""
+        at = perf.ttft_ms(self.running) / 1000.0
+        yield at, 1
+        sent = 1
+        while sent < max_tokens:
+            n = min(self.knobs.tokens_per_chunk, max_tokens - sent)
+            sent += n
+            at += n / perf.tok_s_per_user(self.args, self.running)
+            yield at, n
 
     @contextlib.contextmanager
     def running_request(self):

@@ -23,7 +23,7 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 ACCOUNT = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 UNIT_NAME = re.compile(r"[A-Za-z0-9_.@:-]{1,200}")
-PROFILE_KEYS = {"description", "min_sglang_version", "model", "args", "env", "expect", "smoke"}
+PROFILE_KEYS = {"tune", "description", "min_sglang_version", "model", "args", "env", "expect", "smoke"}
 MODEL_KEYS = {"path", "revision", "served_model_name"}
 # Arguments the role owns through its own variables: set them there, not in args.
 ROLE_OWNED = {

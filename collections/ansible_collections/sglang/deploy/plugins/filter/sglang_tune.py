@@ -1,0 +1,428 @@
+"""The search of playbooks/tune.yml: the space, its candidates, scores, noise, the budget and
+the leaderboard. Pure functions over data (no host, no clock of their own), tested in
+tests/unit/test_sglang_tune.py; the tasks in roles/sglang/tasks/tune*.yml only wire them.
+
+The search: one knob at a time from the incumbent (the best release so far); a candidate
+becomes the incumbent only when it beats it by more than the measured noise.
+"""
+
+import hashlib
+import json
+import math
+import re
+
+import yaml
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
+
+METRICS = ("decode_tok_s_per_user", "output_tok_s")
+ARG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SCALARS = (str, int, float, bool)
+
+
+def _fail(msg):
+    raise AnsibleFilterError(msg)
+
+
+def _canon(value):
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+@own_errors
+def sglang_tune_plan(spec, base_args, base_env=None):
+    """Check the space, constraints, objective and budget; return the plan the tasks follow.
+
+    spec: {space: {args: {name: [values]}, env: {NAME: [values]}}, constraints: [...],
+           objective: {metric, concurrency, ttft_p99_ms_max}, max_restarts, max_wall_s,
+           noise_repeats, min_gain, finalists}
+    Every refusal names the variable and what to change, before anything restarts.
+    """
+    if not isinstance(spec, dict):
+        _fail("sglang_tune: the tuning settings must be a mapping")
+    space = spec.get("space") or {}
+    if not isinstance(space, dict) or set(space) - {"args", "env"}:
+        _fail("sglang_tune_space must be a mapping with 'args' (SGLang arguments, dashed names) "
+              "and/or 'env' (environment variables), each mapping a name to a list of values")
+    knobs = []
+    for kind, pattern in (("args", ARG_NAME), ("env", ENV_NAME)):
+        section = space.get(kind) or {}
+        if not isinstance(section, dict):
+            _fail(f"sglang_tune_space.{kind} must map names to lists of values")
+        for name, values in section.items():
+            if not isinstance(name, str) or not pattern.match(name):
+                _fail(f"sglang_tune_space.{kind}: '{name}' is not a valid "
+                      f"{'dashed SGLang argument' if kind == 'args' else 'environment variable'}"
+                      " name (e.g. speculative-num-steps, NCCL_P2P_DISABLE)")
+            if kind == "args" and name in ("model-path", "host", "port", "api-key", "config"):
+                _fail(f"sglang_tune_space.args: '{name}' is not a performance knob: remove it")
+            if not isinstance(values, list) or not values:
+                _fail(f"sglang_tune_space.{kind}.{name} must be a non-empty list of values")
+            for value in values:
+                if not isinstance(value, SCALARS):
+                    _fail(f"sglang_tune_space.{kind}.{name}: {value!r} is not a scalar "
+                          "(string, number or boolean)")
+            if kind == "env":
+                values = [str(v) for v in values]
+            if len({_canon(v) for v in values}) != len(values):
+                _fail(f"sglang_tune_space.{kind}.{name} lists a value twice: {values}")
+            knobs.append({"name": name, "kind": kind, "values": list(values)})
+    if not knobs:
+        _fail("sglang_tune_space is empty: give the profile a 'tune: space:' or set "
+              "sglang_tune_space, e.g. {args: {speculative-num-steps: [1, 2, 3, 4]}}")
+    constraints = spec.get("constraints") or []
+    if not isinstance(constraints, list):
+        _fail("sglang_tune_constraints must be a list")
+    tuned = {k["name"] for k in knobs}
+    for i, rule in enumerate(constraints):
+        if not isinstance(rule, dict) or not {"set", "from"} <= set(rule) \
+                or set(rule) - {"set", "from", "plus", "when"}:
+            _fail(f"sglang_tune_constraints[{i}]: expected {{set: ARG, from: ARG, plus: N, "
+                  "when: {ARG: VALUE}}}, e.g. set speculative-num-draft-tokens from "
+                  "speculative-num-steps plus 1 when speculative-eagle-topk is 1")
+        if rule["set"] in tuned:
+            _fail(f"sglang_tune_constraints[{i}] derives '{rule['set']}', which the space also "
+                  "lists: remove it from one of them")
+        if not isinstance(rule.get("plus", 0), int) or isinstance(rule.get("plus", 0), bool):
+            _fail(f"sglang_tune_constraints[{i}].plus must be an integer")
+        if not isinstance(rule.get("when", {}), dict):
+            _fail(f"sglang_tune_constraints[{i}].when must map arguments to values")
+    objective = dict(spec.get("objective") or {})
+    metric = objective.get("metric", "decode_tok_s_per_user")
+    if metric not in METRICS:
+        _fail(f"sglang_tune_objective.metric '{metric}' is not one of {', '.join(METRICS)}")
+    concurrency = objective.get("concurrency", 1)
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+        _fail("sglang_tune_objective.concurrency must be an integer >= 1")
+    ceiling = objective.get("ttft_p99_ms_max")
+    if ceiling is not None and (isinstance(ceiling, bool) or not isinstance(ceiling, (int, float))
+                                or ceiling <= 0):
+        _fail("sglang_tune_objective.ttft_p99_ms_max must be a positive number of ms (or null)")
+    budget = {}
+    for name, minimum in (("max_restarts", 1), ("max_wall_s", 1), ("noise_repeats", 2),
+                          ("finalists", 1)):
+        value = spec.get(name)
+        if isinstance(value, str) and value.strip().isdigit():  # -e name=N gives a string
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            _fail(f"sglang_tune_{name} must be an integer >= {minimum} (got {value!r})")
+        budget[name] = value
+    min_gain = spec.get("min_gain", 0.02)
+    if isinstance(min_gain, str):
+        try:
+            min_gain = float(min_gain)
+        except ValueError:
+            pass
+    if isinstance(min_gain, bool) or not isinstance(min_gain, (int, float)) \
+            or not 0 <= min_gain < 1:
+        _fail("sglang_tune_min_gain must be a fraction between 0 and 1 (e.g. 0.02 for 2%)")
+    base_args = dict(base_args or {})
+    base_env = {str(k): str(v) for k, v in (base_env or {}).items()}
+    return {
+        "knobs": knobs,
+        "constraints": constraints,
+        "objective": {"metric": metric, "concurrency": concurrency, "ttft_p99_ms_max": ceiling},
+        "min_gain": float(min_gain),
+        "grid_size": sglang_tune_grid_size(knobs, base_args, base_env),
+        **budget,
+    }
+
+
+def _current(knob, args, env):
+    source = args if knob["kind"] == "args" else env
+    return source.get(knob["name"])
+
+
+def sglang_tune_grid_size(knobs, base_args, base_env):
+    """The number of configurations the full grid would try (the base's values included)."""
+    total = 1
+    for knob in knobs:
+        values = {_canon(v) for v in knob["values"]}
+        now = _current(knob, base_args, base_env)
+        if now is not None:
+            values.add(_canon(now))
+        elif _canon(False) not in values:
+            values.add("unset")  # the base leaves it to SGLang's default: one more setting
+        total *= len(values)
+    return total
+
+
+def _apply_constraints(args, constraints):
+    args = dict(args)
+    for rule in constraints:
+        if all(_canon(args.get(k)) == _canon(v) or str(args.get(k)) == str(v)
+               for k, v in (rule.get("when") or {}).items()):
+            source = args.get(rule["from"])
+            if source is not None:
+                args[rule["set"]] = int(source) + int(rule.get("plus", 0))
+    return args
+
+
+def _normal(args):
+    """Arguments as SGLang sees them: a store_true flag at false is the flag left out."""
+    return {k: v for k, v in args.items() if v is not False and v is not None}
+
+
+@own_errors
+def sglang_tune_key(candidate, sglang_version, host):
+    """What makes two measurements the same: the SGLang version, the host, args and env."""
+    blob = _canon({"sglang": str(sglang_version), "host": str(host),
+                   "args": _normal(candidate["args"]), "env": candidate["env"]})
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# Fields SGLang's resolution fills with a fresh value on every run: not part of the identity.
+VOLATILE_RESOLVED = ("random_seed", "nccl_port")
+
+
+@own_errors
+def sglang_tune_resolved_key(resolved):
+    """The identity of a configuration as SGLang resolved it (its resolved_dict()), or '' when
+    it did not resolve: two candidates with one key run the same server."""
+    if not isinstance(resolved, dict) or not resolved:
+        return ""
+    kept = {k: v for k, v in resolved.items() if k not in VOLATILE_RESOLVED}
+    return hashlib.sha256(_canon(kept).encode()).hexdigest()[:16]
+
+
+@own_errors
+def sglang_tune_candidate(plan, args, env, changes, sglang_version, host):
+    """A configuration: the incumbent's args/env with `changes`, then the constraints."""
+    args, env = dict(args), {str(k): str(v) for k, v in env.items()}
+    for name, value in changes.items():
+        knob = next(k for k in plan["knobs"] if k["name"] == name)
+        if knob["kind"] == "args":
+            args[name] = value
+        else:
+            env[name] = str(value)
+    asked = dict(args)
+    args = _apply_constraints(args, plan["constraints"])
+    derived = {k: v for k, v in args.items() if _canon(asked.get(k)) != _canon(v)}
+    label = ", ".join(f"{k}={_show(v)}" for k, v in changes.items()) or "starting configuration"
+    candidate = {"id": label, "changes": dict(changes), "derived": derived,
+                 "args": args, "env": env}
+    candidate["key"] = sglang_tune_key(candidate, sglang_version, host)
+    return candidate
+
+
+def _show(value):
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@own_errors
+def sglang_tune_knob_candidates(plan, incumbent, knob_name, known_keys, sglang_version, host):
+    """The candidates one knob gives from the incumbent, each with why it needs no restart.
+
+    `skip` is None (measure it), 'identical' (the same configuration as the incumbent or one
+    already tried in this knob, once SGLang's defaults are applied) or 'measured' (a result on
+    this SGLang version and host exists: resumed).
+    """
+    knob = next((k for k in plan["knobs"] if k["name"] == knob_name), None)
+    if knob is None:
+        _fail(f"sglang_tune: no knob '{knob_name}' in the plan")
+    seen = {incumbent["key"]}
+    out = []
+    for value in knob["values"]:
+        changes = dict(incumbent.get("changes") or {})
+        changes[knob_name] = value
+        cand = sglang_tune_candidate(plan, incumbent["args"], incumbent["env"], changes,
+                                     sglang_version, host)
+        # What the constraints derived on the way from the start, still in force.
+        cand["derived"] = {**{k: cand["args"][k] for k in incumbent.get("derived") or {}
+                              if k in cand["args"]}, **cand["derived"]}
+        if cand["key"] in seen:
+            cand["skip"] = "identical"
+        elif cand["key"] in (known_keys or []):
+            cand["skip"] = "measured"
+        else:
+            cand["skip"] = None
+        seen.add(cand["key"])
+        out.append(cand)
+    return out
+
+
+@own_errors
+def sglang_tune_score(smoke, objective):
+    """The objective's figure from one smoke result, or None with the reason it does not count."""
+    level = next((lv for lv in (smoke or {}).get("levels") or []
+                  if lv.get("concurrency") == objective["concurrency"]), None)
+    if level is None:
+        return {"score": None, "reason": f"no level at concurrency {objective['concurrency']}"}
+    if level.get("requests_failed"):
+        return {"score": None, "reason": f"{level['requests_failed']} requests failed"}
+    ceiling = objective.get("ttft_p99_ms_max")
+    if ceiling is not None and (level.get("ttft_ms_p99") or 0) > ceiling:
+        return {"score": None,
+                "reason": f"TTFT p99 {level.get('ttft_ms_p99')} ms is above the ceiling {ceiling}"}
+    value = level.get(objective["metric"])
+    if not isinstance(value, (int, float)) or value <= 0:
+        return {"score": None, "reason": f"no {objective['metric']} measured"}
+    return {"score": float(value), "reason": ""}
+
+
+@own_errors
+def sglang_tune_noise(scores, min_gain):
+    """Relative noise from repeated measurements of one release: the spread over the mean,
+    never below min_gain (a gain smaller than that is not worth a change)."""
+    values = [float(s) for s in scores if isinstance(s, (int, float))]
+    if len(values) < 2:
+        _fail("sglang_tune_noise: the incumbent must be measured at least twice "
+              "(sglang_tune_noise_repeats >= 2) and every measurement must count")
+    mean = sum(values) / len(values)
+    spread = (max(values) - min(values)) / mean if mean > 0 else math.inf
+    return round(max(float(min_gain), spread), 4)
+
+
+@own_errors
+def sglang_tune_beats(score, incumbent_score, noise):
+    """True only when score is above the incumbent's by more than the noise."""
+    if score is None or incumbent_score is None:
+        return False
+    return float(score) > float(incumbent_score) * (1.0 + float(noise))
+
+
+@own_errors
+def sglang_tune_best(results, incumbent, noise):
+    """The new incumbent among the results of one knob: the best one that beats the incumbent
+    beyond noise, else the incumbent."""
+    best = incumbent
+    for result in results:
+        if result.get("verdict") != "measured":
+            continue
+        if sglang_tune_beats(result.get("score"), incumbent.get("score"), noise) and (
+                best is incumbent or result["score"] > best["score"]):
+            best = result
+    return best
+
+
+@own_errors
+def sglang_tune_budget(restarts, started_at, now, max_restarts, max_wall_s, need=1):
+    """Whether `need` more restarts fit: {ok, reason}."""
+    if int(restarts) + int(need) > int(max_restarts):
+        return {"ok": False, "reason": f"restart budget spent ({restarts} of {max_restarts})"}
+    elapsed = float(now) - float(started_at)
+    if elapsed >= float(max_wall_s):
+        return {"ok": False, "reason": f"wall time budget spent ({elapsed:.0f} s of {max_wall_s} s)"}
+    return {"ok": True, "reason": ""}
+
+
+@own_errors
+def sglang_tune_finalists(results, count):
+    """The `count` best measured results (distinct configurations), best first."""
+    good = [r for r in results if r.get("verdict") in ("measured", "incumbent")
+            and isinstance(r.get("score"), (int, float)) and r.get("release")]
+    good.sort(key=lambda r: -r["score"])
+    out, keys = [], set()
+    for result in good:
+        if result["key"] not in keys:
+            keys.add(result["key"])
+            out.append(result)
+    return out[:int(count)]
+
+
+@own_errors
+def sglang_tune_winner(finalists, start, noise):
+    """The finalist whose longer measurement beats the starting release beyond noise, else the
+    start. Among finalists within noise of the best, the one with the fewest changes wins: a
+    change must earn its place. Each finalist carries `final_score`."""
+    start_final = next((f for f in finalists if f["key"] == start["key"]), start)
+    base = start_final.get("final_score", start_final.get("score"))
+    better = [f for f in finalists if f["key"] != start["key"]
+              and sglang_tune_beats(f.get("final_score"), base, noise)]
+    if not better:
+        return start_final
+    top = max(f["final_score"] for f in better)
+    close = [f for f in better if not sglang_tune_beats(top, f["final_score"], noise)]
+    return min(close, key=lambda f: (len(f.get("changes") or {}), -f["final_score"]))
+
+
+def _fmt(value, digits=1):
+    return "-" if value is None else (f"{value:.{digits}f}" if isinstance(value, float)
+                                      else str(value))
+
+
+@own_errors
+def sglang_tune_leaderboard(results, objective, winner_key=None):
+    """Lines of the leaderboard: best score first, then the ones without a score."""
+    rows = sorted(results, key=lambda r: (r.get("score") is None, -(r.get("score") or 0)))
+    header = ("candidate", "changed", "resolved", "TTFT ms", "TPOT ms", "tok/s/user",
+              "out tok/s", "accept", "verdict")
+    table = [header]
+    for r in rows:
+        lv = r.get("level") or {}
+        verdict = r.get("verdict", "?") + (" (earlier sweep)" if r.get("resumed") else "")
+        if r.get("key") == winner_key and r.get("verdict") != "identical":
+            verdict += " WINNER"
+        if r.get("reason"):
+            verdict += f": {r['reason']}"
+        table.append((
+            r.get("release") or "-",
+            r.get("id", "?"),
+            ", ".join(f"{k}={_show(v)}" for k, v in (r.get("derived") or {}).items()) or "-",
+            _fmt(lv.get("ttft_ms_p50")), _fmt(lv.get("tpot_ms_p50"), 2),
+            _fmt(lv.get("decode_tok_s_per_user")), _fmt(lv.get("output_tok_s")),
+            _fmt(r.get("accept_length"), 2), verdict))
+    widths = [max(len(str(row[i])) for row in table) for i in range(len(header) - 1)]
+    lines = ["objective: " + objective["metric"] + f" at concurrency {objective['concurrency']}"
+             + (f", TTFT p99 <= {objective['ttft_p99_ms_max']} ms"
+                if objective.get("ttft_p99_ms_max") else "")]
+    for row in table:
+        lines.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths)) + "  " + row[-1])
+    return lines
+
+
+@own_errors
+def sglang_tune_server_args(winner, start_args, operator_args=None):
+    """The inventory's sglang_server_args that make the winner: the operator's own, with what
+    the winner changed from the starting configuration, as YAML."""
+    merged = dict(operator_args or {})
+    for key, value in winner["args"].items():
+        if _canon(start_args.get(key)) != _canon(value):
+            merged[key] = value
+    return yaml.safe_dump({"sglang_server_args": merged}, default_flow_style=False,
+                          sort_keys=True)
+
+
+SPEC_EXPECT = {"speculative-num-steps": "num_steps", "speculative-eagle-topk": "eagle_topk",
+               "speculative-num-draft-tokens": "num_draft_tokens"}
+
+
+@own_errors
+def sglang_tune_expect(candidate, expect):
+    """The expectations a candidate is held to: the operator's, with the speculative shape the
+    candidate asks for (a tuned step count is not a broken expectation)."""
+    expect = dict(expect or {})
+    spec = {field: int(candidate["args"][arg]) for arg, field in SPEC_EXPECT.items()
+            if arg in candidate["args"] and arg in candidate.get("changes", {}) | candidate.get(
+                "derived", {})}
+    if spec:
+        expect["speculative"] = {**(expect.get("speculative") or {}), **spec}
+    return expect
+
+
+@own_errors
+def sglang_tune_env(winner, profile_env):
+    """The winner's environment that differs from the profile's, for sglang_env."""
+    return {k: v for k, v in winner["env"].items() if str(profile_env.get(k)) != str(v)}
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "sglang_tune_plan": sglang_tune_plan,
+            "sglang_tune_candidate": sglang_tune_candidate,
+            "sglang_tune_knob_candidates": sglang_tune_knob_candidates,
+            "sglang_tune_score": sglang_tune_score,
+            "sglang_tune_noise": sglang_tune_noise,
+            "sglang_tune_beats": sglang_tune_beats,
+            "sglang_tune_best": sglang_tune_best,
+            "sglang_tune_budget": sglang_tune_budget,
+            "sglang_tune_finalists": sglang_tune_finalists,
+            "sglang_tune_winner": sglang_tune_winner,
+            "sglang_tune_leaderboard": sglang_tune_leaderboard,
+            "sglang_tune_server_args": sglang_tune_server_args,
+            "sglang_tune_env": sglang_tune_env,
+            "sglang_tune_expect": sglang_tune_expect,
+            "sglang_tune_resolved_key": sglang_tune_resolved_key,
+        }

@@ -1,0 +1,246 @@
+"""The tuner's search (the collection's plugins/filter/sglang_tune.py), driven the way roles/sglang/tasks/tune*.yml
+drive it, against the stand-in's performance model (tests/standin/sglang_standin/perf.py)."""
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+from sglang_standin import perf
+from support import load_module
+
+from ansible_collections.sglang.deploy.plugins.filter import sglang_tune as t
+
+PROFILE = yaml.safe_load(open(  # noqa: SIM115 - a test reads the shipped profile
+    __import__("pathlib").Path(__file__).resolve().parents[2]
+    / "roles/sglang/profiles/qwen3.6-27b-tp2-mtp.yml", encoding="utf-8"))
+ARGS = {**PROFILE["args"], "model-path": "/m"}
+SPACE = {"args": {"speculative-num-steps": [1, 2, 3, 4], "attention-backend": ["triton", "fa3"],
+                  "disable-cuda-graph": [False, True], "cuda-graph-max-bs": [8]}}
+OBJ = {"metric": "decode_tok_s_per_user", "concurrency": 1}
+
+
+def spec(**over):
+    base = {"space": SPACE, "constraints": PROFILE["tune"]["constraints"], "objective": OBJ,
+            "max_restarts": 30, "max_wall_s": 3600, "noise_repeats": 2, "finalists": 2,
+            "min_gain": 0.03}
+    base.update(over)
+    return base
+
+
+def plan(**over):
+    return t.sglang_tune_plan(spec(**over), ARGS, {})
+
+
+def smoke(value, concurrency=1, ttft=250.0):
+    return {"levels": [{"concurrency": concurrency, "decode_tok_s_per_user": value,
+                        "output_tok_s": value * concurrency, "ttft_ms_p99": ttft,
+                        "requests_failed": 0}]}
+
+
+def sweep(p, jitter=0.01, known=None):
+    """What tune.yml does, with the stand-in's model as the host: returns (winner, results,
+    restarts). A candidate with disable-cuda-graph is refused (preflight), fa3 crashes."""
+    known = dict(known or {})
+    calls = {"n": 0}
+
+    def measure(cand):
+        calls["n"] += 1
+        sign = 1 if calls["n"] % 2 else -1  # deterministic wobble of +-jitter
+        return perf.tok_s_per_user(cand["args"]) * (1 + sign * jitter)
+
+    start = t.sglang_tune_candidate(p, ARGS, {}, {}, "0.5.23", "h")
+    noise = t.sglang_tune_noise([measure(start), measure(start)], p["min_gain"])
+    start.update(verdict="incumbent", release="r0", score=perf.tok_s_per_user(ARGS))
+    incumbent, results, restarts = start, [start], 0
+    for knob in p["knobs"]:
+        knob_results = []
+        for cand in t.sglang_tune_knob_candidates(p, incumbent, knob["name"], list(known),
+                                                  "0.5.23", "h"):
+            if cand["skip"] == "identical":
+                res = {**cand, "verdict": "identical"}
+            elif cand["skip"] == "measured":
+                res = {**known[cand["key"]], "resumed": True}
+            elif not t.sglang_tune_budget(restarts, 0, 1, p["max_restarts"], 3600)["ok"]:
+                res = {**cand, "verdict": "skipped"}
+            elif cand["args"].get("disable-cuda-graph") is True:
+                res = {**cand, "verdict": "refused"}
+            elif perf.startup_error(cand["args"]):
+                restarts += 2
+                res = {**cand, "verdict": "crashed"}
+            else:
+                restarts += 1
+                res = {**cand, "verdict": "measured", "release": cand["key"],
+                       **t.sglang_tune_score(smoke(measure(cand)), OBJ)}
+            if res["verdict"] in ("measured", "crashed") and not res.get("resumed"):
+                known[res["key"]] = res
+            knob_results.append(res)
+            results.append(res)
+        incumbent = t.sglang_tune_best(knob_results, incumbent, noise)
+    finals = []
+    for fin in t.sglang_tune_finalists(results, p["finalists"]):
+        restarts += 1
+        finals.append({**fin, "final_score": perf.tok_s_per_user(fin["args"])})
+    return t.sglang_tune_winner(finals, start, noise), results, restarts, known
+
+
+def test_the_sweep_finds_the_models_best_with_fewer_restarts_than_the_grid():
+    p = plan()
+    winner, results, restarts, _ = sweep(p)
+    assert p["grid_size"] == 4 * 3 * 2 * 2
+    assert winner["args"]["speculative-num-steps"] == 2
+    assert winner["args"]["speculative-num-draft-tokens"] == 3  # the constraint
+    assert "attention-backend" not in winner["args"]
+    assert restarts < p["grid_size"] / 3
+    verdicts = {r["id"]: r["verdict"] for r in results}
+    assert verdicts["speculative-num-steps=2, disable-cuda-graph=true"] == "refused"
+    assert verdicts["speculative-num-steps=2, attention-backend=fa3"] == "crashed"
+    assert verdicts["speculative-num-steps=3"] == "identical"
+    # Within noise: the graph's max batch size does not matter at concurrency 1.
+    assert "cuda-graph-max-bs" not in winner["changes"]
+
+
+def test_a_resumed_sweep_measures_nothing_twice():
+    p = plan()
+    _, _, restarts_first, known = sweep(p, jitter=0.0)
+    winner, results, restarts, _ = sweep(p, jitter=0.0, known=known)
+    assert winner["args"]["speculative-num-steps"] == 2
+    assert restarts == p["finalists"]  # only the finalists restart again
+    assert restarts < restarts_first
+    assert any(r.get("resumed") for r in results)
+
+
+def test_the_budget_stops_the_sweep_and_the_start_stays_the_winner():
+    p = plan(max_restarts=1)
+    winner, results, _, _ = sweep(p)
+    assert any(r["verdict"] == "skipped" for r in results)
+    # Only 1 step was measured (74.5 < 78.2): nothing beat the start.
+    assert winner["changes"] == {}
+
+
+def test_a_candidate_wins_only_beyond_noise():
+    assert t.sglang_tune_beats(104.0, 100.0, 0.03)
+    assert not t.sglang_tune_beats(103.0, 100.0, 0.03)
+    assert not t.sglang_tune_beats(None, 100.0, 0.03)
+    assert t.sglang_tune_noise([100.0, 110.0], 0.02) == pytest.approx(0.0952, abs=1e-3)
+    assert t.sglang_tune_noise([100.0, 100.5], 0.02) == 0.02
+    with pytest.raises(AnsibleFilterError, match="at least twice"):
+        t.sglang_tune_noise([100.0, None], 0.02)
+
+
+def test_noise_large_enough_keeps_the_incumbent():
+    winner, _, _, _ = sweep(plan(min_gain=0.2))
+    assert winner["changes"] == {}
+
+
+@pytest.mark.parametrize("over, match", [
+    ({"space": {}}, "sglang_tune_space is empty"),
+    ({"space": {"args": {"speculative-num-steps": 3}}}, "non-empty list"),
+    ({"space": {"args": {"Bad_Name": [1]}}}, "not a valid dashed SGLang argument"),
+    ({"space": {"args": {"port": [1, 2]}}}, "not a performance knob"),
+    ({"space": {"args": {"tp-size": [1, 1]}}}, "lists a value twice"),
+    ({"space": {"nccl": {}}}, "'args'"),
+    ({"space": {"env": {"NCCL P2P": ["1"]}}}, "environment variable"),
+    ({"constraints": [{"set": "speculative-num-steps", "from": "x"}]}, "also lists"),
+    ({"constraints": [{"set": "a"}]}, "expected"),
+    ({"objective": {"metric": "tok_s"}}, "not one of"),
+    ({"objective": {"concurrency": 0}}, "concurrency must be"),
+    ({"objective": {"ttft_p99_ms_max": -1}}, "positive number"),
+    ({"max_restarts": 0}, "sglang_tune_max_restarts must be an integer >= 1"),
+    ({"noise_repeats": 1}, "sglang_tune_noise_repeats must be an integer >= 2"),
+    ({"min_gain": 2}, "between 0 and 1"),
+])
+def test_bad_settings_are_refused_saying_what_to_change(over, match):
+    with pytest.raises(AnsibleFilterError, match=match):
+        plan(**over)
+
+
+def test_numbers_given_with_e_arrive_as_strings():
+    p = plan(max_restarts="2", min_gain="0.05")
+    assert p["max_restarts"] == 2 and p["min_gain"] == 0.05
+    with pytest.raises(AnsibleFilterError, match="max_restarts"):
+        plan(max_restarts="two")
+
+
+def test_env_knobs_and_keys():
+    p = t.sglang_tune_plan(spec(space={"env": {"NCCL_P2P_DISABLE": [0, 1]}}), ARGS, {})
+    start = t.sglang_tune_candidate(p, ARGS, {}, {}, "0.5.23", "h")
+    cands = t.sglang_tune_knob_candidates(p, start, "NCCL_P2P_DISABLE", [], "0.5.23", "h")
+    assert [c["env"] for c in cands] == [{"NCCL_P2P_DISABLE": "0"}, {"NCCL_P2P_DISABLE": "1"}]
+    assert t.sglang_tune_env(cands[1], {}) == {"NCCL_P2P_DISABLE": "1"}
+    # The key is what was measured: another host or SGLang version measures again.
+    again = t.sglang_tune_candidate(p, ARGS, {}, {"NCCL_P2P_DISABLE": "1"}, "0.5.23", "h")
+    other = t.sglang_tune_candidate(p, ARGS, {}, {"NCCL_P2P_DISABLE": "1"}, "0.5.24", "h")
+    assert again["key"] == cands[1]["key"] != other["key"]
+    skipped = t.sglang_tune_knob_candidates(p, start, "NCCL_P2P_DISABLE", [again["key"]],
+                                            "0.5.23", "h")
+    assert [c["skip"] for c in skipped] == [None, "measured"]
+
+
+def test_score_respects_the_ttft_ceiling_and_failed_requests():
+    obj = {"metric": "output_tok_s", "concurrency": 8, "ttft_p99_ms_max": 500}
+    assert t.sglang_tune_score(smoke(50, 8, 400), obj)["score"] == 400.0
+    assert "above the ceiling" in t.sglang_tune_score(smoke(50, 8, 900), obj)["reason"]
+    assert "no level" in t.sglang_tune_score(smoke(50, 1), obj)["reason"]
+    failed = smoke(50, 8)
+    failed["levels"][0]["requests_failed"] = 2
+    assert t.sglang_tune_score(failed, obj)["score"] is None
+
+
+def test_budget_of_restarts_and_wall_time():
+    assert t.sglang_tune_budget(2, 0, 10, 3, 100)["ok"]
+    assert "restart budget" in t.sglang_tune_budget(3, 0, 10, 3, 100)["reason"]
+    assert "wall time" in t.sglang_tune_budget(0, 0, 100, 3, 100)["reason"]
+
+
+def test_report_lines_winner_yaml_and_expectations():
+    p = plan()
+    winner, results, _, _ = sweep(p)
+    lines = t.sglang_tune_leaderboard(results, p["objective"], winner["key"])
+    assert lines[0].startswith("objective: decode_tok_s_per_user at concurrency 1")
+    best = next(line for line in lines if "WINNER" in line)
+    assert "speculative-num-steps=2" in best and "speculative-num-draft-tokens=3" in best
+    assert any("refused" in line for line in lines)
+    out = yaml.safe_load(t.sglang_tune_server_args(winner, ARGS, {"context-length": 8192}))
+    assert out == {"sglang_server_args": {"speculative-num-steps": 2, "context-length": 8192,
+                                          "speculative-num-draft-tokens": 3}}
+    expect = t.sglang_tune_expect(winner, PROFILE["expect"])
+    assert expect["speculative"] == {"algorithm": "EAGLE", "num_steps": 2, "eagle_topk": 1,
+                                     "num_draft_tokens": 3}
+    assert PROFILE["expect"]["speculative"]["num_steps"] == 3  # not modified in place
+
+
+def test_the_profiles_own_space_is_valid():
+    p = t.sglang_tune_plan(spec(space=PROFILE["tune"]["space"]), ARGS, {})
+    # unset cuda-graph-max-bs and attention-backend count as one more setting each
+    assert p["grid_size"] == 5 * 4 * 3 * 2 * 3
+
+
+def test_the_stand_in_model_has_the_documented_optimum():
+    base = {**ARGS}
+    by_steps = {s: perf.tok_s_per_user({**base, "speculative-num-steps": s,
+                                        "speculative-num-draft-tokens": s + 1})
+                for s in range(1, 6)}
+    assert max(by_steps, key=by_steps.get) == 2
+    assert perf.tok_s_per_user({**base, "cuda-graph-max-bs": 2}, 4) < perf.tok_s_per_user(base, 4)
+    assert perf.startup_error({**base, "attention-backend": "fa3"})
+
+
+def test_the_chart_is_a_png_with_one_line_per_finalist():
+    chart = load_module("sglang_tune_chart")
+    fins = [{"id": "a", "final_levels": [{"concurrency": 1, "decode_tok_s_per_user": 80,
+                                          "output_tok_s": 80},
+                                         {"concurrency": 4, "decode_tok_s_per_user": 70,
+                                          "output_tok_s": 280}]},
+            {"id": "b", "final_levels": [{"concurrency": 1, "decode_tok_s_per_user": 75,
+                                          "output_tok_s": 75}]}]
+    data = chart.draw(fins, "t")
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert chart.series(fins[0], "output_tok_s") == ([1, 4], [80, 280])
+
+
+def test_resolved_identity_ignores_what_sglang_draws_anew():
+    one = {"attention_backend": "flashinfer", "random_seed": 1, "nccl_port": 30001}
+    two = {"attention_backend": "flashinfer", "random_seed": 7, "nccl_port": 30444}
+    assert t.sglang_tune_resolved_key(one) == t.sglang_tune_resolved_key(two) != ""
+    assert t.sglang_tune_resolved_key({**one, "attention_backend": "triton"}) != \
+        t.sglang_tune_resolved_key(one)
+    assert t.sglang_tune_resolved_key(None) == ""
