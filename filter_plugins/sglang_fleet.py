@@ -18,9 +18,9 @@ def sglang_fleet_outcomes(hosts, hostvars):
     out = {}
     for host in hosts:
         facts = hostvars[host]
-        if facts.get("sglang_rollout_failed"):
+        if facts.get("__sglang_rollout_failed"):
             out[host] = "failed in this run"
-        elif facts.get("sglang_release_prepared") is not None:
+        elif facts.get("__sglang_release_prepared") is not None:
             out[host] = "deployed in this run"
         else:
             out[host] = "not reached: unchanged"
