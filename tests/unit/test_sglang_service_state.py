@@ -1,6 +1,7 @@
 """sglang_service_state: what the service part of a deploy would change, read in one call."""
 
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -13,8 +14,8 @@ state = load_module("sglang_service_state")
 
 
 def want_file(path, content="x\n", **kw):
-    return {"path": str(path), "content": content, "state": "present", "owner": "root",
-            "group": "root", "mode": "0644", **kw}
+    return {"path": str(path), "sha256": hashlib.sha256(content.encode()).hexdigest(),
+            "state": "present", "owner": "root", "group": "root", "mode": "0644", **kw}
 
 
 def test_a_file_as_rendered_has_no_difference(tmp_path):
@@ -60,7 +61,7 @@ def test_systemd_state_must_be_active_enabled_and_loaded():
         "sglang: systemctl show failed: no bus"]
 
 
-def test_main_never_returns_the_content(tmp_path):
+def test_main_takes_a_digest_never_the_content(tmp_path):
     path = tmp_path / "keys.json"
     path.write_text('{"api_key": "old-key-0123456789"}')
     args = {"service": "sglang-test-none", "files": [

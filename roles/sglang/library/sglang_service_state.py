@@ -12,7 +12,9 @@ description:
     the API keys' file), the owner, group and mode of each directory in O(directories), the
     service account and its groups (O(user)), and the unit's systemd state (active, enabled,
     no pending daemon-reload).
-  - File contents are compared by sha256 and never returned.
+  - File contents are compared by sha256. The controller sends the digest of what it would
+    write (C(files[].sha256)), never the content, so a key file's content never reaches the
+    host's logs.
 version_added: "0.1.0"
 author:
   - sglang-deploy contributors
@@ -28,7 +30,7 @@ options:
     default: []
     suboptions:
       path: {description: Path on the host., type: path, required: true}
-      content: {description: Expected content (never returned)., type: str, default: ""}
+      sha256: {description: sha256 hex digest of the expected content., type: str, default: ""}
       state: {description: Whether the file must exist., type: str, choices: [present, absent], default: present}
       owner: {description: Expected owner name., type: str, default: root}
       group: {description: Expected group name., type: str, default: root}
@@ -57,7 +59,7 @@ EXAMPLES = r"""
     service: sglang
     files:
       - path: /etc/systemd/system/sglang.service
-        content: "{{ lookup('ansible.builtin.template', 'sglang.service.j2') }}"
+        sha256: "{{ lookup('ansible.builtin.template', 'sglang.service.j2') | hash('sha256') }}"
     directories:
       - {path: /opt/sglang/cache, owner: sglang, group: sglang, mode: "0750"}
     user: {name: sglang, group: sglang, groups: [video, render]}
@@ -122,8 +124,7 @@ def file_differences(want):
         return [f"{path}: not a regular file"]
     with open(path, "rb") as fh:
         digest = hashlib.sha256(fh.read()).hexdigest()
-    found = [] if digest == hashlib.sha256(want["content"].encode()).hexdigest() else [
-        f"{path}: content differs"]
+    found = [] if digest == want["sha256"] else [f"{path}: content differs"]
     return found + _attributes(path, st, want)
 
 
@@ -195,7 +196,7 @@ def main():
             "service": {"type": "str", "required": True},
             "files": {"type": "list", "elements": "dict", "default": [], "options": {
                 "path": {"type": "path", "required": True},
-                "content": {"type": "str", "default": "", "no_log": True},
+                "sha256": {"type": "str", "default": ""},
                 "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
                 "owner": {"type": "str", "default": "root"},
                 "group": {"type": "str", "default": "root"},
