@@ -258,6 +258,25 @@ def test_tune_chart_draws_once_and_rewrites_only_on_change(tmp_path):
     assert other["changed"] and other["lines"] == 2
 
 
+def test_service_state_names_a_file_that_differs_by_digest(tmp_path):
+    import hashlib
+
+    unit = tmp_path / "sglang.service"
+    unit.write_text("[Unit]\n")
+    user = __import__("pwd").getpwuid(os.getuid()).pw_name
+    group = __import__("grp").getgrgid(os.getgid()).gr_name
+    want = {"path": str(unit), "owner": user, "group": group, "mode": "0644"}
+    unit.chmod(0o644)
+    same = hashlib.sha256(b"[Unit]\n").hexdigest()
+    result, code = run("sglang_service_state", {"service": "sglang-none", "files": [
+        {**want, "sha256": same}]})
+    assert code == 0 and not result["changed"]
+    assert not any(str(unit) in d for d in result["differences"]), result
+    result, _ = run("sglang_service_state", {"service": "sglang-none", "files": [
+        {**want, "sha256": "0" * 64}]})
+    assert f"{unit}: content differs" in result["differences"] and not result["unchanged"]
+
+
 def test_every_module_has_a_main_test():
     """A module added without a main() test in this file fails here."""
     source = Path(__file__).read_text(encoding="utf-8")

@@ -14,9 +14,11 @@ def sglang_fleet_outcomes(hosts, hostvars):
     out = {}
     for host in hosts:
         facts = hostvars[host]
-        if facts.get("sglang_rollout_failed"):
+        if facts.get("__sglang_rollout_failed"):
             out[host] = "failed in this run"
-        elif facts.get("sglang_release_prepared") is not None:
+        elif facts.get("__sglang_unchanged"):
+            out[host] = "unchanged, proven serving in this run"
+        elif facts.get("__sglang_release_prepared") is not None:
             out[host] = "deployed in this run"
         else:
             out[host] = "not reached: unchanged"
@@ -46,7 +48,34 @@ def sglang_fleet_table(results, outcomes):
     return lines
 
 
+def sglang_fleet_unread(hosts, hostvars):
+    """The hosts whose release this run does not know yet: the others need no read."""
+    return [host for host in hosts if not hostvars[host].get("__sglang_unchanged")]
+
+
+def sglang_fleet_merge(read, hosts, hostvars):
+    """The hosts' answers in host order: read ones as they are, unchanged ones from this run.
+
+    A host found unchanged in this run was read in this run (its current release and manifest,
+    `__sglang_release_planned`), so its answer is built from that instead of read again."""
+    by_host = {str(result.get("item")): result for result in read or []}
+    out = []
+    for host in hosts:
+        if host in by_host:
+            out.append(by_host[host])
+            continue
+        planned = hostvars[host].get("__sglang_release_planned") or {}
+        manifest = planned.get("manifest") or {}
+        out.append({"item": host, "current": planned.get("current") or "",
+                    "releases": [{"id": planned.get("current"),
+                                  "status": manifest.get("status", "-"),
+                                  "sglang_version": manifest.get("sglang_version", "-")}]})
+    return out
+
+
 class FilterModule:
     def filters(self):
         return {"sglang_fleet_outcomes": own_errors(sglang_fleet_outcomes),
+                "sglang_fleet_unread": own_errors(sglang_fleet_unread),
+                "sglang_fleet_merge": own_errors(sglang_fleet_merge),
                 "sglang_fleet_table": own_errors(sglang_fleet_table)}

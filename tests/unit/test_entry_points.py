@@ -1,0 +1,78 @@
+"""Every playbook validates its variables through the role's argument spec for its entry point.
+
+`include_role: tasks_from: check.yml` looks up an entry point named `check.yml`, finds none
+and validates nothing; `tasks_from: check` applies the spec. Each playbook runs here with a
+wrongly typed variable against a host that cannot be reached: the argument spec must refuse it
+on the controller, before any task needs the host. The same run with a well typed value passes
+the validation and only then fails at the first task that needs the host (the control).
+"""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from support import ROOT
+
+INVENTORY = """
+all:
+  children:
+    sglang:
+      hosts:
+        unreachable-host:
+          # Nothing listens on port 1: any task that needs the host fails at once.
+          ansible_connection: ssh
+          ansible_host: 127.0.0.1
+          ansible_port: 1
+          ansible_ssh_common_args: -o ConnectTimeout=2 -o BatchMode=yes
+"""
+
+ENTRY_POINTS = [
+    ("deploy.yml", "main"),
+    ("playbooks/smoke.yml", "check"),
+    ("playbooks/rollback.yml", "rollback"),
+    ("playbooks/doctor.yml", "doctor"),
+    ("playbooks/preflight.yml", "whatif"),
+]
+
+
+def run_playbook(tmp_path, playbook, extravars):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(INVENTORY, encoding="utf-8")
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_FORCE_COLOR="0",
+               ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_RETRY_FILES_ENABLED="False",
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", str(inventory), playbook, "-e", json.dumps(extravars)],
+        cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=300)
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    report = json.loads(proc.stdout[proc.stdout.index("{"):])
+    tasks = [(task["task"]["name"], task["hosts"].get("unreachable-host", {}))
+             for play in report["plays"] for task in play["tasks"]]
+    return tasks
+
+
+def first_failure(tasks):
+    for name, result in tasks:
+        if result.get("failed") or result.get("unreachable"):
+            return name, result
+    raise AssertionError(f"no task failed: {[name for name, _ in tasks]}")
+
+
+@pytest.mark.parametrize("playbook,entry_point", ENTRY_POINTS)
+def test_playbook_refuses_a_wrongly_typed_variable(tmp_path, playbook, entry_point):
+    tasks = run_playbook(tmp_path, playbook, {"sglang_port": "thirty thousand"})
+    name, result = first_failure(tasks)
+    assert f"Validating arguments against arg spec '{entry_point}'" in name, name
+    assert "sglang_port" in result["msg"] and "int" in result["msg"], result["msg"]
+
+
+@pytest.mark.parametrize("playbook,entry_point", ENTRY_POINTS)
+def test_a_well_typed_variable_passes_the_same_spec(tmp_path, playbook, entry_point):
+    tasks = run_playbook(tmp_path, playbook, {"sglang_port": 30001, "sglang_model_path": "/srv/m"})
+    validated = [result for name, result in tasks
+                 if f"Validating arguments against arg spec '{entry_point}'" in name]
+    assert validated and not validated[0].get("failed"), validated
+    name, _ = first_failure(tasks)
+    assert "Validating arguments" not in name, name

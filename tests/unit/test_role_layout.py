@@ -1,0 +1,137 @@
+"""How the roles are wired: what is internal, and which tags reach which tasks.
+
+Variables a role sets itself (set_fact, register) are internal and carry a `__<role>_`
+prefix; the inputs (`sglang_*`, `sglang_router_*`) are the ones documented in defaults and
+the argument specs.
+"""
+
+from pathlib import Path
+
+import yaml
+
+from support import ROOT
+
+TASK_FILES = sorted(ROOT.glob("roles/*/tasks/*.yml"))
+PLAYBOOKS = [ROOT / "deploy.yml", *sorted(ROOT.glob("playbooks/*.yml"))]
+
+
+def walk(tasks, inherited=()):
+    """Yields (task, tags inherited from the blocks around it plus its own)."""
+    for task in tasks or []:
+        if not isinstance(task, dict):
+            continue
+        tags = tuple(inherited) + tuple(task.get("tags") or ())
+        yield task, tags
+        for key in ("block", "rescue", "always"):
+            yield from walk(task.get(key), tags)
+
+
+def role_tasks(path: Path):
+    return list(walk(yaml.safe_load(path.read_text(encoding="utf-8"))))
+
+
+def playbook_tasks(path: Path):
+    return [item for play in yaml.safe_load(path.read_text(encoding="utf-8"))
+            for item in walk(play.get("tasks"))]
+
+
+def set_names(task):
+    facts = task.get("ansible.builtin.set_fact")
+    names = [name for name in facts if name != "cacheable"] if isinstance(facts, dict) else []
+    return names + ([task["register"]] if "register" in task else [])
+
+
+# Inputs a play sets on purpose: the tuner gives each candidate its own expectations
+# (tune_candidate.yml), so that the deploy's preflight judges the candidate, not the start.
+OVERRIDDEN = {"sglang_expect"}
+
+
+def test_facts_the_roles_set_are_marked_internal():
+    offenders = []
+    for path in TASK_FILES + PLAYBOOKS:
+        tasks = role_tasks(path) if path in TASK_FILES else playbook_tasks(path)
+        for task, _ in tasks:
+            offenders += [f"{path.relative_to(ROOT)}: {name}" for name in set_names(task)
+                          if not name.startswith("__sglang_") and name not in OVERRIDDEN]
+    assert not offenders, offenders
+
+
+def test_no_input_is_named_like_an_internal_fact():
+    for defaults in ROOT.glob("roles/*/defaults/main.yml"):
+        names = yaml.safe_load(defaults.read_text(encoding="utf-8"))
+        assert not [name for name in names if name.startswith("_")], defaults
+
+
+# What --tags preflight may run: reads, checks and reports. The two writes of preflight.yml
+# run only after a release was rendered in this run, which --tags preflight does not do.
+READ_ONLY = {"ansible.builtin.assert", "ansible.builtin.set_fact", "ansible.builtin.debug",
+             "ansible.builtin.fail", "ansible.builtin.meta", "ansible.builtin.include_tasks",
+             "ansible.builtin.import_tasks", "ansible.builtin.include_role", "sglang_facts",
+             "sglang_host_prereqs", "sglang_pip_check", "sglang_service_state", "sglang_resolve",
+             "sglang_args_check", "sglang_server_info", "sglang_ready", "sglang_journal"}
+ONLY_AFTER_A_RENDER = {"Save preflight.json in the release",
+                       "Mark the release failed when preflight refuses it"}
+# Rescue steps tagged always: reached only when a selected task failed, and each is gated on
+# what an earlier phase did (the package set read before an install).
+ONLY_AFTER_A_FAILURE = {"Put the ml-env's package set from before this deploy back"}
+
+
+def list_tasks(tmp_path, *args):
+    import os
+    import subprocess
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  children:\n    sglang:\n      hosts:\n        h1:\n",
+                         encoding="utf-8")
+    out = subprocess.run(["ansible-playbook", "-i", str(inventory), "deploy.yml", "--list-tasks",
+                          *args], cwd=ROOT, capture_output=True, text=True, check=True,
+                         env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
+    return [line.strip().split("\t")[0].split(" : ", 1)[-1] for line in out.stdout.splitlines()
+            if "\tTAGS: " in line]
+
+
+def modules_by_name():
+    found = {}
+    for path in TASK_FILES:
+        for task, _ in role_tasks(path):
+            module = next((k for k in task if k not in {
+                "name", "when", "register", "vars", "tags", "block", "rescue", "always",
+                "changed_when", "failed_when", "check_mode", "no_log", "diff", "run_once",
+                "delegate_to", "delegate_facts", "loop", "loop_control", "until", "retries",
+                "delay", "ignore_errors", "become", "args", "environment"}), None)
+            if module:
+                found.setdefault(task["name"], set()).add(module)
+    return found
+
+
+def test_list_tasks_shows_the_flow(tmp_path):
+    names = list_tasks(tmp_path)
+    for step in ("Read facts from the host before changing anything",
+                 "Read whether the service would change (unit, key file, account, systemd state)",
+                 "Take the host's deploy lock (one deploy or rollback at a time)",
+                 "Install the extra packages into the ml-env",
+                 "Render the release (a new one only when its content differs from current)",
+                 "Resolve the release with the installed SGLang, as the unit will run it",
+                 "Install the systemd unit", "Restart SGLang on the release current points at",
+                 "Smoke-test throughput (TTFT, TPOT, tok/s, accept length)",
+                 "Mark the release good, with its results"):
+        assert step in names, step
+
+
+def test_tags_preflight_runs_only_read_only_checks(tmp_path):
+    names = list_tasks(tmp_path, "--tags", "preflight")
+    modules = modules_by_name()
+    assert "Read facts from the host before changing anything" in names
+    assert "Resolve the release with the installed SGLang, as the unit will run it" in names
+    for step in ("Take the host's deploy lock (one deploy or rollback at a time)",
+                 "Install the systemd unit", "Restart SGLang on the release current points at",
+                 "Render the release (a new one only when its content differs from current)"):
+        assert step not in names, step
+    writes = {name: modules.get(name) for name in names
+              if name not in ONLY_AFTER_A_RENDER | ONLY_AFTER_A_FAILURE
+              and not name.startswith("Validating arguments")
+              and not (modules.get(name, set()) <= READ_ONLY)}
+    # sglang_release in check mode or state=info only reads.
+    writes = {name: mods for name, mods in writes.items() if name not in {
+        "Read whether the release would change (content hash and drift against current)",
+        "Read every host's releases"}}
+    assert not writes, writes
