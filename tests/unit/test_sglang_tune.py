@@ -244,3 +244,15 @@ def test_resolved_identity_ignores_what_sglang_draws_anew():
     assert t.sglang_tune_resolved_key({**one, "attention_backend": "triton"}) != \
         t.sglang_tune_resolved_key(one)
     assert t.sglang_tune_resolved_key(None) == ""
+
+
+def test_the_winners_arguments_are_yaml_even_from_ansibles_own_types():
+    """Ansible hands filters str and dict subclasses (tagged values); safe_dump refuses those."""
+    class Tagged(str):
+        pass
+
+    winner = {"args": {"speculative-num-steps": 2, "attention-backend": Tagged("triton")}}
+    text = t.sglang_tune_server_args(winner, {"speculative-num-steps": 3},
+                                     {Tagged("mem-fraction-static"): 0.8})
+    assert yaml.safe_load(text) == {"sglang_server_args": {
+        "attention-backend": "triton", "mem-fraction-static": 0.8, "speculative-num-steps": 2}}

@@ -380,8 +380,10 @@ def sglang_tune_server_args(winner, start_args, operator_args=None):
     for key, value in winner["args"].items():
         if _canon(start_args.get(key)) != _canon(value):
             merged[key] = value
-    return yaml.safe_dump({"sglang_server_args": merged}, default_flow_style=False,
-                          sort_keys=True)
+    # Plain types first: Ansible hands filters its own str and dict subclasses, which
+    # yaml.safe_dump cannot represent.
+    plain = json.loads(json.dumps({"sglang_server_args": merged}))
+    return yaml.safe_dump(plain, default_flow_style=False, sort_keys=True)
 
 
 SPEC_EXPECT = {"speculative-num-steps": "num_steps", "speculative-eagle-topk": "eagle_topk",
