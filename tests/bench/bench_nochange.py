@@ -34,13 +34,20 @@ PING_PLAY = """---
 
 
 def molecule_inventory(scenario):
-    base = Path(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "")) if os.environ.get(
-        "MOLECULE_EPHEMERAL_DIRECTORY") else (
-        Path.home() / ".cache" / "molecule" / ROOT.name / scenario)
-    inventory = base / "inventory"
-    if not inventory.exists():
-        sys.exit(f"{inventory} does not exist: run `molecule converge -s {scenario}` first")
-    return inventory
+    """The scenario's inventory: MOLECULE_EPHEMERAL_DIRECTORY when set, else the newest of
+    molecule's ephemeral directories for it (~/.ansible/tmp/molecule.*.<scenario> in
+    molecule 25 and later, ~/.cache/molecule/<project>/<scenario> before)."""
+    if os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY"):
+        bases = [Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])]
+    else:
+        bases = sorted((Path.home() / ".ansible" / "tmp").glob(f"molecule.*.{scenario}"),
+                       key=lambda p: p.stat().st_mtime, reverse=True)
+        bases.append(Path.home() / ".cache" / "molecule" / ROOT.name / scenario)
+    for base in bases:
+        if (base / "inventory").exists():
+            return base / "inventory"
+    sys.exit(f"no inventory for scenario {scenario} in {[str(b) for b in bases]}: run "
+             f"`molecule converge -s {scenario}` first")
 
 
 def run(argv, env):
