@@ -79,6 +79,33 @@ def test_host_prereqs_refuses_too_little_disk(tmp_path):
     assert any("the ml-env" in f for f in result["failures"]), result["failures"]
 
 
+def test_host_prereqs_reads_the_packages_and_needs_install_space_only_for_a_missing_pin(
+        small_venv, tmp_path):
+    def prereqs(pin):
+        return run("sglang_host_prereqs", {
+            "venv": str(small_venv), "nvidia_smi": "/nonexistent/nvidia-smi",
+            "requirements": [pin, "no-such-package-here==1.0"],
+            "disk": [{"path": str(tmp_path), "gb": 10 ** 6, "what": "the ml-env's install",
+                      "unless_installed": pin}]})
+
+    installed, code = prereqs("demo-pkg==1.2")
+    assert code == 0, installed
+    assert installed["packages"]["installed"]["demo-pkg"] == "1.2"
+    assert installed["packages"]["missing"] == ["no-such-package-here==1.0"]
+    assert installed["facts"]["disk"][0]["gb"] == 0 and installed["failures"] == []
+    missing, code = prereqs("demo-pkg==2.0")
+    assert code == 0, missing
+    assert missing["packages"]["missing"] == ["demo-pkg==2.0", "no-such-package-here==1.0"]
+    assert any("the ml-env's install needs 1000000" in f for f in missing["failures"]), missing
+
+
+def test_host_prereqs_refuses_a_disk_entry_bound_to_an_unknown_requirement(tmp_path):
+    result, code = run("sglang_host_prereqs", {
+        "venv": str(tmp_path), "requirements": ["sglang==0.5.23"],
+        "disk": [{"path": str(tmp_path), "gb": 1, "unless_installed": "sglang==0.5.22"}]})
+    assert code == 1 and "sglang==0.5.22 is not one of requirements" in result["msg"], result
+
+
 def test_journal_quotes_the_lines_of_this_invocation(tmp_path, monkeypatch):
     fake_bin(tmp_path, monkeypatch,
              systemctl="echo abc123",
@@ -133,6 +160,47 @@ def test_ready_answers_once_tokens_come_back(standin):
     result, code = run("sglang_ready", {"url": url, "timeout": 30, "max_tokens": 4})
     assert code == 0, result
     assert result["completion_tokens"] == 4 and result["model"] == "m"
+    assert "server_answers" not in result  # read only when asked
+
+
+def test_ready_reads_what_the_server_resolved_in_the_same_call_keys_redacted(standin):
+    key, admin = "sk-" + "a1" * 16, "ad-" + "b2" * 16
+    url, _ = standin(**{"api-key": key, "admin-api-key": admin, "tp-size": 2})
+    result, code = run("sglang_ready", {"url": url, "timeout": 30, "api_key": key,
+                                        "admin_api_key": admin, "server_info": True})
+    assert code == 0, result
+    answers = result["server_answers"]
+    assert answers["endpoints"] == ["/server_info", "/model_info"]
+    assert answers["server_info"]["tp_size"] == 2
+    assert answers["server_info"]["api_key"] == "<redacted>"
+    assert key not in json.dumps(result) and admin not in json.dumps(result)
+
+
+def test_ready_fails_when_tokens_come_but_the_resolution_cannot_be_read():
+    from sglang_standin.engine import Engine, Knobs
+    from sglang_standin.server import Handler
+
+    class NoServerInfo(Handler):
+        engine = Engine({"model-path": "/nonexistent", "served-model-name": "m"},
+                        Knobs(ttft_ms=5, tok_s=2000))
+
+        def do_GET(self):  # noqa: N802 - http.server naming
+            if "server_info" in self.path:
+                self._json(404, {"error": "not here"})
+            else:
+                super().do_GET()
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", free_port()), NoServerInfo)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        result, code = run("sglang_ready", {"url": f"http://127.0.0.1:{httpd.server_address[1]}",
+                                            "timeout": 30, "server_info": True})
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert code == 1 and result["failed"], result
+    assert "serves tokens, but what it resolved cannot be read" in result["msg"]
+    assert "/server_info: HTTP 404" in result["msg"] and result["pending"] is False
 
 
 def test_release_is_created_once_activated_and_listed(tmp_path):

@@ -9,23 +9,24 @@ from support import load_module
 
 from ansible_collections.sglang.deploy.plugins.filter import sglang_preflight as pf
 from ansible_collections.sglang.deploy.plugins.filter import sglang_render as render
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import HttpError
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import redact, redact_env_text
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_server import read as read_server
 
-server_info_module = load_module("sglang_server_info")
 KEY = "sk-" + "0123456789abcdef" * 2
 ADMIN = "ad-" + "fedcba9876543210" * 2
 
 
 def test_server_info_answers_are_redacted_and_need_the_key(standin):
     url, _ = standin(**{"api-key": KEY, "admin-api-key": ADMIN, "tp-size": 2})
-    out = server_info_module.read(url, KEY, ADMIN)
+    out = read_server(url, KEY, ADMIN)
     assert out["server_info"]["api_key"] == "<redacted>"
     assert out["server_info"]["admin_api_key"] == "<redacted>"
     assert out["server_info"]["tp_size"] == 2  # the settings themselves are kept
     assert "--api-key <redacted>" in out["server_info"]["launch_command"]
     assert KEY not in json.dumps(out) and ADMIN not in json.dumps(out)
-    with pytest.raises(server_info_module.HttpError, match="set sglang_api_key"):
-        server_info_module.read(url, "")
+    with pytest.raises(HttpError, match="set sglang_api_key"):
+        read_server(url, "")
 
 
 def test_redact_keeps_counts_and_hides_secret_fields_and_values():

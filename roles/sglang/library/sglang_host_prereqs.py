@@ -13,6 +13,9 @@ description:
     whether nvidia-uvm is loaded and nvidia-modprobe present, a C compiler and the Python
     headers (Triton and FlashInfer compile on first use), nvcc, systemd's version and free
     disk space.
+  - Reads, in the same call, which pinned requirements (O(requirements)) the ml-env lacks, from
+    package metadata (no pip run), as M(sglang.deploy.sglang_pip_check) does; a deploy with
+    nothing to change learns both in one round trip.
   - Judges them. GPU checks apply where a driver is found; a host without one only gets a
     warning (SGLang will stop at CUDA initialisation there). Each failure says what to do.
 options:
@@ -40,6 +43,13 @@ options:
     description: The unit's sandbox settings (sglang_service_hardening).
     type: dict
     default: {}
+  requirements:
+    description:
+      - Pinned requirements (C(sglang==0.5.23)) to look up in the ml-env; returned in
+        RV(packages). Empty reads nothing.
+    type: list
+    elements: str
+    default: []
   disk:
     description: Free space needed.
     type: list
@@ -58,6 +68,13 @@ options:
         description: What needs the space (for the message).
         type: str
         default: this deploy
+      unless_installed:
+        description:
+          - A requirement of O(requirements). The space is needed only when the ml-env lacks
+            it (an install of the pinned SGLang rewrites the ml-env); when it is installed,
+            C(gb) counts as 0.
+        type: str
+        default: ''
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """
@@ -67,8 +84,9 @@ EXAMPLES = r"""
   sglang_host_prereqs:
     venv: /opt/ml-env
     cuda_min_driver: {"13.0": "580.65.06", "12.8": "570.26"}
+    requirements: [sglang==0.5.23]
     disk:
-      - {path: /opt, gb: 20, what: the ml-env}
+      - {path: /opt, gb: 20, what: the ml-env, unless_installed: sglang==0.5.23}
   register: prereqs
 """
 
@@ -126,6 +144,23 @@ exec_start_pre:
   description: Lines the unit needs (nvidia-modprobe for nvidia-uvm).
   type: list
   returned: always
+packages:
+  description: What the ml-env has of O(requirements).
+  type: dict
+  returned: always
+  contains:
+    venv_exists:
+      description: Whether the ml-env has a Python.
+      type: bool
+      returned: always
+    installed:
+      description: Installed version per requirement name (null when absent).
+      type: dict
+      returned: always
+    missing:
+      description: Requirements not satisfied, in the order given.
+      type: list
+      returned: always
 """
 
 import glob
@@ -136,6 +171,7 @@ import subprocess
 import zipfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_pip import check as check_packages
 
 CUDA_LINE = re.compile(r"^cuda\s*(?::\s*[^=]+)?=\s*['\"]([0-9.]+)['\"]", re.M)
 # Hardening settings that older systemd mishandles on a GPU host: (setting, first good
@@ -203,7 +239,14 @@ def _free_gb(path):
     return round(stat.f_bavail * stat.f_frsize / 1e9, 1)
 
 
-def read_facts(p):
+def disk_needs(disk, missing):
+    """The disk entries with `gb` set to 0 where the requirement they depend on is installed."""
+    return [dict(d, gb=d["gb"] if not d.get("unless_installed") or d["unless_installed"] in missing
+                 else 0) for d in disk]
+
+
+def read_facts(p, missing=()):
+    """What the host has; `missing`: the requirements the ml-env lacks (for `unless_installed`)."""
     driver = _run([p["nvidia_smi"], "--query-gpu=driver_version", "--format=csv,noheader"])
     cuda, source = torch_cuda_installed(p["venv"]), "installed torch"
     wheel_cuda, wheel = torch_cuda_wheel(p["wheelhouse"])
@@ -228,7 +271,8 @@ def read_facts(p):
         "python_h": bool(include) and os.path.exists(os.path.join(include.strip(), "Python.h")),
         "nvcc": nvcc[0] if nvcc else None,
         "systemd": (version_tuple(systemd.split("\n", 1)[0]) or (0,))[0] if systemd else None,
-        "disk": [dict(d, free_gb=_free_gb(d["path"])) for d in p["disk"]],
+        "disk": [dict(d, free_gb=_free_gb(d["path"]))
+                 for d in disk_needs(p["disk"], missing)],
     }
 
 
@@ -289,18 +333,30 @@ def main():
             "wheelhouse": {"type": "str", "default": ""},
             "cuda_min_driver": {"type": "dict", "default": {}},
             "hardening": {"type": "dict", "default": {}},
+            "requirements": {"type": "list", "elements": "str", "default": []},
             "disk": {"type": "list", "elements": "dict", "default": [], "options": {
                 "path": {"type": "path", "required": True},
                 "gb": {"type": "float", "default": 0},
-                "what": {"type": "str", "default": "this deploy"}}},
+                "what": {"type": "str", "default": "this deploy"},
+                "unless_installed": {"type": "str", "default": ""}}},
         },
         supports_check_mode=True,
     )
-    facts = read_facts(module.params)
+    p = module.params
+    unknown = [d["unless_installed"] for d in p["disk"]
+               if d["unless_installed"] and d["unless_installed"] not in p["requirements"]]
+    if unknown:
+        module.fail_json(msg=f"disk: unless_installed {', '.join(unknown)} is not one of "
+                             "requirements: add it there")
+    try:
+        packages = check_packages(p["venv"], p["requirements"])
+    except RuntimeError as exc:
+        module.fail_json(msg=str(exc))
+    facts = read_facts(p, packages["missing"])
     failures, warnings, pre = judge(facts, module.params["cuda_min_driver"],
                                     module.params["hardening"])
     module.exit_json(changed=False, facts=facts, failures=failures, warnings_=warnings,
-                     exec_start_pre=pre)
+                     exec_start_pre=pre, packages=packages)
 
 
 if __name__ == "__main__":

@@ -48,40 +48,8 @@ missing:
   returned: always
 """
 
-import json
-import os
-import subprocess
-
 from ansible.module_utils.basic import AnsibleModule
-
-# Runs inside the venv: stdlib plus pip's vendored packaging (every venv made by venv has pip).
-PROBE = r"""
-import json, sys
-import importlib.metadata as md
-from pip._vendor.packaging.requirements import Requirement
-out = {"installed": {}, "missing": []}
-for text in json.loads(sys.argv[1]):
-    req = Requirement(text)
-    try:
-        version = md.version(req.name)
-    except md.PackageNotFoundError:
-        version = None
-    out["installed"][req.name] = version
-    if version is None or not req.specifier.contains(version, prereleases=True):
-        out["missing"].append(text)
-print(json.dumps(out))
-"""
-
-
-def check(venv, requirements):
-    python = os.path.join(venv, "bin", "python")
-    if not os.path.exists(python):
-        return {"venv_exists": False, "installed": {}, "missing": list(requirements)}
-    proc = subprocess.run([python, "-c", PROBE, json.dumps(requirements)],
-                          capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{python} could not read its packages: {proc.stderr.strip()[-500:]}")
-    return {"venv_exists": True, **json.loads(proc.stdout)}
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_pip import check
 
 
 def main():

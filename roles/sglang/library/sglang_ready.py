@@ -12,6 +12,10 @@ description:
   - Watches the systemd unit meanwhile; a unit that failed or restarted (a crash loop)
     fails at once, a deadline fails too; both return the unit's last journal lines.
   - Standard library only; reads nothing from the server but what it needs.
+  - With O(server_info), once tokens came back, also reads what the server resolved
+    (C(/server_info)) and loaded (C(/model_info)), keys redacted, as
+    M(sglang.deploy.sglang_server_info) does, so the verification that follows a readiness
+    proof needs no round trip of its own.
 options:
   url:
     description: Base URL of the server, e.g. http://127.0.0.1:30000.
@@ -64,6 +68,14 @@ options:
     description: 'C(resume) of the call before (internal): the wait goes on from there.'
     type: dict
     default: {}
+  server_info:
+    description: Once ready, also read C(/server_info) and C(/model_info) (RV(server_answers)).
+    type: bool
+    default: false
+  admin_api_key:
+    description: Admin key, only redacted from RV(server_answers) (never sent).
+    type: str
+    default: ''
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """
@@ -75,6 +87,8 @@ EXAMPLES = r"""
     unit: sglang.service
     api_key: "{{ sglang_api_key }}"
     timeout: 1800
+    server_info: true
+  register: ready
 """
 
 RETURN = r"""
@@ -118,13 +132,31 @@ status:
   description: One line on where the start is.
   type: str
   returned: when pending
+server_answers:
+  description: What the server resolved and loaded, keys redacted.
+  type: dict
+  returned: success, when O(server_info) is set
+  contains:
+    server_info:
+      description: The answer of C(/server_info) (C(/get_server_info) on older servers).
+      type: dict
+      returned: always
+    model_info:
+      description: The answer of C(/model_info) (C(/get_model_info) on older servers).
+      type: dict
+      returned: always
+    endpoints:
+      description: The paths that answered.
+      type: list
+      returned: always
 """
 
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import AuthError, DeadlineError, HttpError, request
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt, redact
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_server import read as read_server
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_stages import StageOverdue, StageWatch, invocation_lines
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import journal_tail, unit_state
 
@@ -255,6 +287,8 @@ def main():
             "stage_timeouts": {"type": "dict", "default": {}},
             "slice": {"type": "float", "default": 0},
             "resume": {"type": "dict", "default": {}},
+            "server_info": {"type": "bool", "default": False},
+            "admin_api_key": {"type": "str", "default": "", "no_log": True},
         },
         supports_check_mode=True,
     )
@@ -309,6 +343,13 @@ def main():
         module.fail_json(msg=f"SGLang is not serving: {exc}{stages}", journal=journal,
                          stages=watch.reached if watch else [], progress=news(), pending=False)
     progress = news() + [f"tokens after {result['ready_after_s']} s"]
+    if params["server_info"]:
+        keys = [params["api_key"], params["admin_api_key"]]
+        try:
+            result["server_answers"] = read_server(params["url"], *keys)
+        except HttpError as exc:
+            module.fail_json(msg=f"SGLang serves tokens, but what it resolved cannot be read: "
+                                 f"{redact(str(exc), keys)}", pending=False, progress=progress)
     module.exit_json(changed=False, pending=False, progress=progress,
                      stages=watch.reached if watch else [], **result)
 

@@ -58,32 +58,9 @@ endpoints:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import AuthError, HttpError, request
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import HttpError
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import redact
-
-
-def first_answer(url, paths, api_key, timeout):
-    """(path, JSON body) of the first path that answers 200 with an object."""
-    tried = []
-    for path in paths:
-        try:
-            status, body = request(url + path, api_key=api_key, timeout=timeout)
-        except AuthError as exc:
-            # The key is wrong or missing: no older path will take it either.
-            raise HttpError(f"{exc}: set sglang_api_key to the server's key") from None
-        if status == 200 and isinstance(body, dict):
-            return path, body
-        tried.append(f"{path}: HTTP {status}")
-    raise HttpError(f"{url}: no answer ({'; '.join(tried)})")
-
-
-def read(url, api_key="", admin_api_key="", timeout=30.0):
-    url = url.rstrip("/")
-    secrets = [api_key, admin_api_key]
-    server_path, server = first_answer(url, ["/server_info", "/get_server_info"], api_key, timeout)
-    model_path, model = first_answer(url, ["/model_info", "/get_model_info"], api_key, timeout)
-    return {"server_info": redact(server, secrets), "model_info": redact(model, secrets),
-            "endpoints": [server_path, model_path]}
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_server import read
 
 
 def main():
