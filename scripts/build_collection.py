@@ -12,10 +12,18 @@ The collection's source lives in this repository, each file once:
 The roles name the filters by FQCN (sglang.deploy.*): Ansible looks a short filter name up
 neither in a role's own collection nor in a collection role's filter_plugins/.
 
-Prints the tarball's path. Nothing here rewrites code: the files are copied as they are.
+Each filter's documentation (plugins/filter/<name>.yml, what `ansible-doc -t filter` reads) is
+written from the filter itself: its docstring, its signature, and the line of a role that uses
+it as the example. Nothing else is generated, and nothing rewrites code: the files are copied
+as they are.
+
+Prints the tarball's path.
 """
 
 import argparse
+import importlib
+import inspect
+import re
 import shutil
 import subprocess
 import sys
@@ -52,7 +60,81 @@ def assemble(tree):
                 shutil.copy2(plugin, target / plugin.name)
     shutil.copytree(ROOT / "playbooks", dest / "playbooks", ignore=IGNORE)
     shutil.copy2(ROOT / "deploy.yml", dest / "playbooks" / "deploy.yml")
+    write_filter_docs(dest / "plugins" / "filter", f"{meta['namespace']}.{meta['name']}")
     return dest
+
+
+def filters():
+    """{name: function} of every filter the collection's source defines."""
+    # The filters import the collection's own plugin_utils by their FQCN.
+    if str(ROOT / "collections") not in sys.path:
+        sys.path.insert(0, str(ROOT / "collections"))
+    found = {}
+    for path in sorted((SOURCE / "plugins" / "filter").glob("*.py")):
+        module = importlib.import_module(f"ansible_collections.sglang.deploy.plugins.filter.{path.stem}")
+        found.update(module.FilterModule().filters())
+    return found
+
+
+def first_use(fqcn):
+    """'path:line' and the lines (to the end of the expression) of the first role or playbook
+    file that uses filter `fqcn`; (None, []) when none does."""
+    pattern = re.compile(re.escape(fqcn) + r"\b")
+    for path in sorted([*ROOT.glob("roles/*/tasks/*.yml"), *ROOT.glob("roles/*/templates/*"),
+                        *ROOT.glob("roles/*/vars/*.yml"), *ROOT.glob("playbooks/*.yml")]):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines, 1):
+            if pattern.search(line):
+                use = lines[number - 1:number + 7]
+                end = next((i for i, text in enumerate(use) if "}}" in text or "%}" in text),
+                           len(use) - 1)
+                return f"{path.relative_to(ROOT)}:{number}", use[:end + 1]
+    return None, []
+
+
+def filter_doc(name, function, collection):
+    """The documentation of one filter, from its docstring and signature."""
+    text = inspect.getdoc(function) or ""
+    if not text:
+        raise SystemExit(f"filter {name} has no docstring: write one, it is its documentation")
+    paragraphs = [" ".join(p.split()) for p in text.split("\n\n") if p.strip()]
+    short = re.split(r"(?<=[.:])\s", paragraphs[0], maxsplit=1)[0].rstrip(":.")
+    params = list(inspect.signature(function).parameters.values())
+    options = {"_input": {"description": f"C({params[0].name}), the value the filter is applied to.",
+                          "type": "raw", "required": True}}
+    for param in params[1:]:
+        option = {"description": f"C({param.name}), positional argument {len(options)} "
+                                 "(see the description).", "type": "raw"}
+        if param.default is inspect.Parameter.empty:
+            option["required"] = True
+        elif param.default is not None:
+            default = param.default
+            option["default"] = list(default) if isinstance(default, tuple) else default
+        options[param.name] = option
+    where, lines = first_use(f"{collection}.{name}")
+    indent = min((len(text) - len(text.lstrip()) for text in lines), default=0)
+    examples = "".join(
+        [f"# As the sglang.deploy roles use it ({where}):\n" if where else ""]
+        + [f"#   {text[indent:]}\n" for text in lines]) or f"# {{{{ value | {collection}.{name} }}}}\n"
+    return {
+        "DOCUMENTATION": {
+            "name": name,
+            "author": ["sglang-deploy maintainers (@sglang-deploy)"],
+            "short_description": short,
+            "description": paragraphs,
+            "positional": ", ".join(["_input"] + [p.name for p in params[1:]]),
+            "options": options,
+        },
+        "EXAMPLES": examples,
+        "RETURN": {"_value": {"description": short, "type": "raw"}},
+    }
+
+
+def write_filter_docs(directory, collection):
+    for name, function in sorted(filters().items()):
+        doc = filter_doc(name, function, collection)
+        (directory / f"{name}.yml").write_text(
+            yaml.safe_dump(doc, sort_keys=False, width=100, allow_unicode=True), encoding="utf-8")
 
 
 def main():

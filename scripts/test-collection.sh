@@ -20,6 +20,12 @@ names=()
 for module in "${modules[@]}"; do names+=("sglang.deploy.$(basename "$module" .py)"); done
 ansible-doc "${names[@]}" >/dev/null
 echo "ansible-doc: ${#names[@]} modules render by FQCN"
+# And every filter's (plugins/filter/<name>.yml, written by the build from its docstring).
+mapfile -t filters < <(ansible-doc -t filter -l sglang.deploy | awk '{print $1}')
+undocumented=$(ansible-doc -t filter -l sglang.deploy | grep -c UNDOCUMENTED || true)
+[ "$undocumented" -eq 0 ] || { echo "filters without documentation: $undocumented" >&2; exit 1; }
+ansible-doc -t filter "${filters[@]}" >/dev/null
+echo "ansible-doc: ${#filters[@]} filters render by FQCN"
 ansible-playbook -i localhost, site.yml --syntax-check
 ansible-playbook -i localhost, site.yml --check
 # The collection's own playbooks resolve its roles by their short names.

@@ -261,6 +261,10 @@ def sglang_smoke_record(smoke, ceiling=None):
 
 
 def sglang_smoke_table(gate, ceiling=None):
+    """Lines of the smoke test's table: per concurrency level TTFT, TPOT, tok/s and the baseline.
+
+    `gate` is what sglang_smoke_gate returned; `ceiling` (sglang_ceiling) adds the bandwidth
+    bound and the fraction of it measured."""
     head = (f"{'conc':>4} {'ok/fail':>7} {'TTFT p50':>9} {'p99':>7} {'TPOT p50':>9} {'p99':>7} "
             f"{'tok/s/user':>10} {'out tok/s':>9}   baseline tok/s/user, out tok/s, TTFT p50")
     lines = [head]
@@ -287,6 +291,10 @@ def sglang_smoke_table(gate, ceiling=None):
 
 
 def sglang_verify_table(verification, evidence=None):
+    """Lines saying what the server resolved, each check against the prediction, then failures.
+
+    `verification` is what sglang_verify returned; `evidence` (sglang_journal's) adds the
+    journal lines of this start that show capture or a setting SGLang turned off."""
     eff = verification["effective"]
     lines = [f"server resolved (sglang {eff.get('version')}, /server_info shape: {eff['shape']}): "
              f"decode graph {eff['decode_cuda_graph']} ({eff['decode_backend']}, max bs "
