@@ -21,6 +21,7 @@ Prints the tarball's path.
 """
 
 import argparse
+import functools
 import importlib
 import inspect
 import re
@@ -76,19 +77,27 @@ def filters():
     return found
 
 
+@functools.lru_cache(maxsize=None)
+def _role_files():
+    """(path relative to the repo, its lines) of every role task, template and vars file and
+    playbook, read once for all the filters' examples."""
+    paths = sorted([*ROOT.glob("roles/*/tasks/*.yml"), *ROOT.glob("roles/*/templates/*"),
+                    *ROOT.glob("roles/*/vars/*.yml"), *ROOT.glob("playbooks/*.yml")])
+    return tuple((str(path.relative_to(ROOT)), path.read_text(encoding="utf-8").splitlines())
+                 for path in paths)
+
+
 def first_use(fqcn):
     """'path:line' and the lines (to the end of the expression) of the first role or playbook
     file that uses filter `fqcn`; (None, []) when none does."""
     pattern = re.compile(re.escape(fqcn) + r"\b")
-    for path in sorted([*ROOT.glob("roles/*/tasks/*.yml"), *ROOT.glob("roles/*/templates/*"),
-                        *ROOT.glob("roles/*/vars/*.yml"), *ROOT.glob("playbooks/*.yml")]):
-        lines = path.read_text(encoding="utf-8").splitlines()
+    for path, lines in _role_files():
         for number, line in enumerate(lines, 1):
             if pattern.search(line):
                 use = lines[number - 1:number + 7]
                 end = next((i for i, text in enumerate(use) if "}}" in text or "%}" in text),
                            len(use) - 1)
-                return f"{path.relative_to(ROOT)}:{number}", use[:end + 1]
+                return f"{path}:{number}", use[:end + 1]
     return None, []
 
 
