@@ -28,11 +28,11 @@ lint: setup sanity
 	ansible-lint
 	set -e; for playbook in deploy.yml playbooks/*.yml; do ansible-playbook "$$playbook" --syntax-check; done
 
-# The sglang.deploy collection (roles, modules, module_utils, filters, playbooks) as
-# dist/sglang-deploy-<version>.tar.gz; the version and changelog are in
-# collections/ansible_collections/sglang/deploy/ (galaxy.yml, changelogs/, antsibull-changelog).
+# The repository is the sglang.deploy collection: built as it stands (galaxy.yml's build_ignore
+# leaves out the tooling and tests) into dist/sglang-deploy-<version>.tar.gz.
 collection: setup
-	python scripts/build_collection.py
+	python scripts/filter_docs.py --check
+	ansible-galaxy collection build --force --output-path dist >/dev/null
 
 # ansible-test sanity on the built collection (Python 3.11, without network or containers;
 # its tools' venvs are cached by ansible-test in ~/.ansible/test, outside the clone).
@@ -41,7 +41,7 @@ sanity: collection
 
 # Installed with ansible-galaxy into a temporary path and used from another directory.
 collection-test: collection
-	bash scripts/test-collection.sh dist/sglang-deploy-$$(python -c 'import yaml; print(yaml.safe_load(open("collections/ansible_collections/sglang/deploy/galaxy.yml"))["version"])').tar.gz
+	bash scripts/test-collection.sh dist/sglang-deploy-$$(python -c 'import yaml; print(yaml.safe_load(open("galaxy.yml"))["version"])').tar.gz
 
 unit: setup
 	pytest tests/unit

@@ -1,7 +1,7 @@
 """Every filter of the sglang.deploy collection under its short name, for this repository's
 playbooks and roles (ansible.cfg's filter_plugins).
 
-The filters themselves live once, in collections/ansible_collections/sglang/deploy/plugins/filter/
+The filters themselves live once, in the collection's plugins/filter/
 (found through ansible.cfg's collections_path). The roles name them by FQCN
 (sglang.deploy.sglang_pip_args), as a consumer of the collection does; this file keeps the
 short names working for this repository's inventories, ad hoc commands and extra vars.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# ansible-test sanity on the sglang.deploy collection as built, laid out outside this clone
-# (ansible-test reads a collection's files from git when it sits in a work tree, and build/
-# is ignored there). Python 3.11 only, in a venv of its own cached outside the clone
+# ansible-test sanity on the sglang.deploy collection as built (dist/, `make collection`),
+# installed outside this clone: ansible-test wants the collection under
+# ansible_collections/<ns>/<name>, and reads a work tree's files from git. Python 3.11 only, in a venv of its own cached outside the clone
 # (~/.cache/sglang-deploy/ansible-test-<core>): ansible-core as pinned in requirements.txt plus
 # the tools ansible-test asks for (--requirements, from PyPI, into the per-test venvs it keeps
 # in ~/.ansible/test/venv; a no-op once there). ansible-test bootstraps pip in those venvs
@@ -12,8 +12,11 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/sglang-sanity.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-dest=$(cd "$root" && python -c 'import sys; sys.path.insert(0, "scripts"); import build_collection, pathlib
-print(build_collection.assemble(pathlib.Path(sys.argv[1])))' "$work")
+version=$(python -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["version"])' "$root/galaxy.yml")
+ansible-galaxy collection install --force -p "$work" "$root/dist/sglang-deploy-$version.tar.gz" >/dev/null
+dest=$work/ansible_collections/sglang/deploy
+# The sanity ignore file is the repository's (tests/ is not part of the built collection).
+mkdir -p "$dest/tests/sanity" && cp "$root"/tests/sanity/ignore-*.txt "$dest/tests/sanity/"
 core=$(sed -n 's/^ansible-core==//p' "$root/requirements.txt")
 venv=${SGLANG_DEPLOY_CACHE:-$HOME/.cache/sglang-deploy}/ansible-test-$core
 if [ ! -e "$venv/.installed" ]; then

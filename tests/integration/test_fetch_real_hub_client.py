@@ -6,11 +6,11 @@ import json
 import os
 
 import pytest
-from support import ROLE, run_main
+from support import ROOT, run_main
 from support.fakehub import serve
 from support.wheels import full_venv
 
-MODULE = ROLE / "library" / "sglang_model_fetch.py"
+MODULE = ROOT / "plugins" / "modules" / "sglang_model_fetch.py"
 COMMIT = "89abcdef0123456789abcdef0123456789abcdef"
 TOKEN = "hf_" + "RealClientToken" * 3
 

@@ -27,8 +27,8 @@ def _load(name, path):
 
 
 def load_module(name):
-    """A module from roles/*/library (each name is in one role), importable for its functions."""
-    path = next((ROOT / "roles").glob(f"*/library/{name}.py"))
+    """A module from plugins/modules, importable for its functions."""
+    path = ROOT / "plugins" / "modules" / f"{name}.py"
     return _load(name, path)
 
 

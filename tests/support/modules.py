@@ -7,7 +7,7 @@ from support import ROOT, run_main
 
 
 def run_module(name, args, check_mode=False):
-    """(result dict, exit code) of module `name`'s main() (from roles/*/library) with `args`."""
-    path = next(ROOT.glob(f"roles/*/library/{name}.py"))
+    """(result dict, exit code) of module `name`'s main() (from plugins/modules) with `args`."""
+    path = ROOT / "plugins" / "modules" / f"{name}.py"
     text, code = run_main(path, args, check_mode)
     return json.loads(text), code

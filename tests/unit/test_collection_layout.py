@@ -1,6 +1,7 @@
-"""What keeps the repository usable as the sglang.deploy collection (issue 14): the roles name
-the filters by FQCN (a collection role does not find short filter names), shared code lives
-once (no symlinks, no sys.path edits) and every molecule scenario finds the collection source."""
+"""The repository is the sglang.deploy collection as it installs (issue 20): every piece of Python
+that Ansible loads lives once under plugins/, the roles and playbooks name modules and filters by
+FQCN (a collection role finds no short names), and the one link in collections/ lets Ansible find
+the collection in the clone."""
 
 import importlib
 import importlib.util
@@ -12,7 +13,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCE = ROOT / "collections" / "ansible_collections" / "sglang" / "deploy"
+SOURCE = ROOT
 # Every filter file of the collection, so that a new one is held to the same rules.
 FILTERS = sorted(
     name for path in sorted((SOURCE / "plugins" / "filter").glob("sglang_*.py"))
@@ -38,24 +39,41 @@ def test_the_short_name_file_re_exports_every_filter():
     assert sorted(module.FilterModule().filters()) == FILTERS
 
 
-def test_shared_code_lives_once():
-    tree = [ROOT / "roles", ROOT / "filter_plugins", SOURCE]
-    links = [str(p) for top in tree for p in top.rglob("*") if p.is_symlink()]
-    assert not links, links
-    python = [p for top in tree for p in top.rglob("*.py")]
+def test_python_that_ansible_loads_lives_under_plugins_only():
+    """Roles hold YAML, templates, files (deployed to hosts) and profiles; no role plugin dirs,
+    no library path, no copy at build time."""
+    plugin_dirs = {"library", "action_plugins", "filter_plugins", "module_utils", "lookup_plugins"}
+    found = [str(p.relative_to(ROOT)) for p in ROOT.glob("roles/*/*") if p.name in plugin_dirs]
+    python = [str(p.relative_to(ROOT)) for p in ROOT.glob("roles/**/*.py")
+              if p.parent.name != "files"]
+    assert not found and not python, found + python
+    assert "library" not in (ROOT / "ansible.cfg").read_text()
+    mentions = [str(p.relative_to(ROOT)) for p in [*ROOT.glob("molecule/**/*.yml"),
+                                                    ROOT / "Makefile", *ROOT.glob("scripts/*.*")]
+                if "ANSIBLE_LIBRARY" in p.read_text() and p.name != "test-collection.sh"]
+    assert not mentions, mentions
+
+
+def test_the_one_link_finds_the_repository_as_the_collection():
+    link = ROOT / "collections" / "ansible_collections" / "sglang" / "deploy"
+    assert link.is_symlink() and link.resolve() == ROOT
+    python = [p for top in ("plugins", "filter_plugins", "roles") for p in (ROOT / top).rglob("*.py")]
     edits = [str(p.relative_to(ROOT)) for p in python if "sys.path" in p.read_text()]
     assert python and not edits, edits
 
 
-def test_every_molecule_scenario_finds_the_collection_source():
-    for path in ROOT.glob("molecule/*/molecule.yml"):
-        env = yaml.safe_load(path.read_text())["provisioner"]["env"]
-        assert env.get("ANSIBLE_COLLECTIONS_PATH") == "${MOLECULE_PROJECT_DIRECTORY}/collections", path
-        assert "roles/sglang/library" in env.get("ANSIBLE_LIBRARY", ""), path
+def test_roles_and_playbooks_call_the_modules_by_fqcn():
+    modules = sorted(p.stem for p in (ROOT / "plugins" / "modules").glob("sglang_*.py"))
+    short = re.compile(r"^\s+(?:- )?(%s):|module:\s*(%s)\b" % (("|".join(modules),) * 2))
+    files = [*ROOT.glob("roles/*/tasks/*.yml"), *ROOT.glob("playbooks/*.yml"),
+             *ROOT.glob("molecule/*/*.yml")]
+    found = [f"{path.relative_to(ROOT)}:{n}" for path in files
+             for n, line in enumerate(path.read_text().splitlines(), 1) if short.search(line)]
+    assert len(modules) > 10 and not found, found
 
 
 def _build_collection():
-    spec = importlib.util.spec_from_file_location("build_collection", ROOT / "scripts" / "build_collection.py")
+    spec = importlib.util.spec_from_file_location("filter_docs", ROOT / "scripts" / "filter_docs.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -82,3 +100,9 @@ def test_a_filter_without_a_docstring_is_refused_at_build_time():
 
     with pytest.raises(SystemExit, match="sglang_undocumented has no docstring"):
         _build_collection().filter_doc("sglang_undocumented", sglang_undocumented, "sglang.deploy")
+
+
+def test_the_committed_filter_docs_are_the_ones_the_docstrings_give():
+    stale = [path.name for path, text in _build_collection().rendered().items()
+             if not path.exists() or path.read_text(encoding="utf-8") != text]
+    assert not stale, f"run python scripts/filter_docs.py: {stale}"

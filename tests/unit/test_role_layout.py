@@ -66,9 +66,11 @@ def test_no_input_is_named_like_an_internal_fact():
 # run only after a release was rendered in this run, which --tags preflight does not do.
 READ_ONLY = {"ansible.builtin.assert", "ansible.builtin.set_fact", "ansible.builtin.debug",
              "ansible.builtin.fail", "ansible.builtin.meta", "ansible.builtin.include_tasks",
-             "ansible.builtin.import_tasks", "ansible.builtin.include_role", "sglang_facts",
-             "sglang_host_prereqs", "sglang_pip_check", "sglang_service_state", "sglang_resolve",
-             "sglang_args_check", "sglang_server_info", "sglang_ready", "sglang_journal"}
+             "ansible.builtin.import_tasks", "ansible.builtin.include_role",
+             *(f"sglang.deploy.{name}" for name in (
+                 "sglang_facts", "sglang_host_prereqs", "sglang_pip_check", "sglang_service_state",
+                 "sglang_resolve", "sglang_args_check", "sglang_server_info", "sglang_ready",
+                 "sglang_journal"))}
 ONLY_AFTER_A_RENDER = {"Save preflight.json in the release",
                        "Mark the release failed when preflight refuses it"}
 # Rescue steps tagged always: reached only when a selected task failed, and each is gated on

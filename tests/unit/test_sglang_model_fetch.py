@@ -7,9 +7,9 @@ import sys
 import time
 
 import pytest
-from support import ROLE, ROOT, run_main
+from support import ROOT, run_main
 
-MODULE = ROLE / "library" / "sglang_model_fetch.py"
+MODULE = ROOT / "plugins" / "modules" / "sglang_model_fetch.py"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 TOKEN = "hf_SecretToken" + "Q7" * 10
 

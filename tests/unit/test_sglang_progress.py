@@ -4,12 +4,12 @@ as it comes, its last result returned (without the internal keys)."""
 import importlib.util
 
 import pytest
-from support import ROLE
+from support import ROOT
 
 from ansible.errors import AnsibleActionFail
 
 spec = importlib.util.spec_from_file_location(
-    "sglang_progress_action", ROLE / "action_plugins" / "sglang_progress.py")
+    "sglang_progress_action", ROOT / "plugins" / "action" / "sglang_progress.py")
 action = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(action)
 

@@ -1,7 +1,7 @@
 """Start-up stages read from the journal, each with its own deadline."""
 
 import pytest
-from support import load_module
+from support import ROOT, load_module
 
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_stages import NAMES, StageOverdue, StageWatch, reached_index
 
@@ -73,7 +73,6 @@ def test_unknown_stage_names_are_refused():
 
 def test_the_default_deadlines_name_known_stages():
     import yaml
-    from support import ROOT
     defaults = yaml.safe_load((ROOT / "roles/sglang/defaults/main.yml").read_text())
     assert set(defaults["sglang_ready_stage_timeouts"]) == set(NAMES)
 
@@ -139,7 +138,7 @@ def test_through_main_the_stages_come_slice_by_slice_then_tokens(standin, monkey
     of this slice (those seen at once on one line) and a resume state, then ready."""
     import json
 
-    from support import ROLE, free_port, run_main
+    from support import free_port, run_main
 
     from ansible_collections.sglang.deploy.plugins.module_utils import sglang_stages, sglang_systemd
 
@@ -149,13 +148,13 @@ def test_through_main_the_stages_come_slice_by_slice_then_tokens(standin, monkey
         "ActiveState": "active", "SubState": "running", "Result": "success", "NRestarts": 0})
     args = {"url": f"http://127.0.0.1:{free_port()}", "unit": "sglang", "timeout": 60,
             "poll": 0.05, "slice": 0.2, "stage_timeouts": {"server up": 30}}
-    first = json.loads(run_main(ROLE / "library" / "sglang_ready.py", args)[0])
+    first = json.loads(run_main(ROOT / "plugins" / "modules" / "sglang_ready.py", args)[0])
     assert first["pending"] and first["progress"] == [
         "arguments resolved, scheduler started at 0.0 s"]
     assert first["status"].startswith("waiting for 'weights loading' after scheduler started")
     journal += GPU[3:]
     url, _ = standin()
-    last = json.loads(run_main(ROLE / "library" / "sglang_ready.py",
+    last = json.loads(run_main(ROOT / "plugins" / "modules" / "sglang_ready.py",
                                {**args, "url": url, "resume": first["resume"]})[0])
     assert not last["pending"] and last["completion_tokens"] == 8
     assert last["progress"][0].startswith("weights loading, weights loaded, KV cache allocated, "

@@ -1,0 +1,64 @@
+"""Run a long module in slices and show its progress in the play output as it goes.
+
+A module cannot print while it runs: the play shows nothing until it returns. A 27B model
+loads for minutes and a checkpoint downloads for longer, so the role's long waits
+(`sglang_ready`, `sglang_model_fetch`) return every `slice` seconds with `pending: true`, the
+lines to show now (`progress`), a one-line `status` and a `resume` state. This action calls
+the module again with that state until it is done, prints each progress line at once and the
+status every `heartbeat` seconds, and returns the module's last result.
+
+    - name: Wait until SGLang generates tokens
+      sglang.deploy.sglang_progress:
+        module: sglang.deploy.sglang_ready
+        slice: 15
+        args: {url: "http://127.0.0.1:30000", unit: sglang}
+"""
+
+import time
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+display = Display()
+
+INTERNAL = ("pending", "resume", "progress", "status")
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("module", "args", "slice", "heartbeat"))
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        options = self._task.args
+        module = options.get("module")
+        args = options.get("args") or {}
+        if not isinstance(module, str) or not module or not isinstance(args, dict):
+            raise AnsibleActionFail("sglang_progress needs module (a name) and args (a mapping)")
+        try:
+            slice_s = float(options.get("slice", 15))
+            heartbeat = float(options.get("heartbeat", 60))
+        except (TypeError, ValueError) as exc:
+            raise AnsibleActionFail(f"sglang_progress: slice and heartbeat are seconds ({exc})")
+        if slice_s <= 0:
+            raise AnsibleActionFail("sglang_progress: slice must be more than 0 seconds")
+        host = task_vars.get("inventory_hostname", "?") if task_vars else "?"
+        resume, shown = {}, time.monotonic()
+        while True:
+            out = self._execute_module(
+                module_name=module, task_vars=task_vars,
+                module_args={**args, "slice": slice_s, "resume": resume})
+            for line in out.get("progress") or []:
+                display.display(f"{host}: {line}")
+                shown = time.monotonic()
+            if out.get("failed") or not out.get("pending"):
+                break
+            if out.get("status") and time.monotonic() - shown >= heartbeat:
+                display.display(f"{host}: {out['status']}")
+                shown = time.monotonic()
+            resume = out.get("resume") or {}
+        for key in INTERNAL:
+            out.pop(key, None)
+        result.update(out)
+        return result

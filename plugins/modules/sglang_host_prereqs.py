@@ -1,0 +1,363 @@
+#!/usr/bin/python
+# Copyright: sglang-deploy contributors
+# SPDX-License-Identifier: Apache-2.0
+"""What a GPU host needs before SGLang can start there, read before anything changes."""
+
+DOCUMENTATION = r"""
+module: sglang_host_prereqs
+short_description: Read a GPU host's prerequisites for SGLang and judge them
+description:
+  - Read-only (runs in check mode, changes nothing). Reads the NVIDIA driver version
+    (nvidia-smi), the CUDA version the ml-env's torch is built for (the installed
+    C(torch/version.py), else the torch wheel in the wheelhouse the install will use),
+    whether nvidia-uvm is loaded and nvidia-modprobe present, a C compiler and the Python
+    headers (Triton and FlashInfer compile on first use), nvcc, systemd's version and free
+    disk space.
+  - Reads, in the same call, which pinned requirements (O(requirements)) the ml-env lacks, from
+    package metadata (no pip run), as M(sglang.deploy.sglang_pip_check) does; a deploy with
+    nothing to change learns both in one round trip.
+  - Judges them. GPU checks apply where a driver is found; a host without one only gets a
+    warning (SGLang will stop at CUDA initialisation there). Each failure says what to do.
+options:
+  nvidia_smi:
+    description: nvidia-smi to run.
+    type: str
+    default: nvidia-smi
+  venv:
+    description: The ml-env.
+    type: path
+    required: true
+  python:
+    description: The interpreter that makes the ml-env (its headers).
+    type: str
+    default: python3
+  wheelhouse:
+    description: Wheelhouse directory on the host, if any.
+    type: str
+    default: ''
+  cuda_min_driver:
+    description: CUDA version -> minimum Linux driver.
+    type: dict
+    default: {}
+  hardening:
+    description: The unit's sandbox settings (sglang_service_hardening).
+    type: dict
+    default: {}
+  requirements:
+    description:
+      - Pinned requirements (C(sglang==0.5.23)) to look up in the ml-env; returned in
+        RV(packages). Empty reads nothing.
+    type: list
+    elements: str
+    default: []
+  disk:
+    description: Free space needed.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: A directory on the filesystem to check.
+        type: path
+        required: true
+      gb:
+        description: Gigabytes that must be free there.
+        type: float
+        default: 0
+      what:
+        description: What needs the space (for the message).
+        type: str
+        default: this deploy
+      unless_installed:
+        description:
+          - A requirement of O(requirements). The space is needed only when the ml-env lacks
+            it (an install of the pinned SGLang rewrites the ml-env); when it is installed,
+            C(gb) counts as 0.
+        type: str
+        default: ''
+author:
+  - sglang-deploy maintainers (@sglang-deploy)
+"""
+
+EXAMPLES = r"""
+- name: Refuse a host that cannot run the pinned SGLang
+  sglang.deploy.sglang_host_prereqs:
+    venv: /opt/ml-env
+    cuda_min_driver: {"13.0": "580.65.06", "12.8": "570.26"}
+    requirements: [sglang==0.5.23]
+    disk:
+      - {path: /opt, gb: 20, what: the ml-env, unless_installed: sglang==0.5.23}
+  register: prereqs
+"""
+
+RETURN = r"""
+facts:
+  description: What was read.
+  type: dict
+  returned: always
+  contains:
+    driver:
+      description: NVIDIA driver version, or null.
+      type: str
+      returned: always
+    torch_cuda:
+      description: CUDA version the install's torch is built for, or null.
+      type: str
+      returned: always
+    disk:
+      description: 'Free space per path asked: [{path, gb, what, free_gb}].'
+      type: list
+      returned: always
+    systemd:
+      description: systemd version.
+      type: int
+      returned: always
+    nvidia_modprobe:
+      description: Path of nvidia-modprobe, or null.
+      type: str
+      returned: always
+    nvidia_uvm_loaded:
+      description: Whether the nvidia_uvm module is loaded.
+      type: bool
+      returned: always
+    cc:
+      description: C compiler found, or null.
+      type: str
+      returned: always
+    python_h:
+      description: Whether the interpreter's headers are installed.
+      type: bool
+      returned: always
+    nvcc:
+      description: nvcc found, or null.
+      type: str
+      returned: always
+failures:
+  description: Refusals, each with what to do.
+  type: list
+  returned: always
+warnings_:
+  description: What may fail later, with what to do.
+  type: list
+  returned: always
+exec_start_pre:
+  description: Lines the unit needs (nvidia-modprobe for nvidia-uvm).
+  type: list
+  returned: always
+packages:
+  description: What the ml-env has of O(requirements).
+  type: dict
+  returned: always
+  contains:
+    venv_exists:
+      description: Whether the ml-env has a Python.
+      type: bool
+      returned: always
+    installed:
+      description: Installed version per requirement name (null when absent).
+      type: dict
+      returned: always
+    missing:
+      description: Requirements not satisfied, in the order given.
+      type: list
+      returned: always
+"""
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import zipfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_pip import check as check_packages
+
+CUDA_LINE = re.compile(r"^cuda\s*(?::\s*[^=]+)?=\s*['\"]([0-9.]+)['\"]", re.M)
+# Hardening settings that older systemd mishandles on a GPU host: (setting, first good
+# version, why).
+MISHANDLED = [
+    ("ProtectClock", 252, "adds a device allow-list that hides /dev/nvidia* (systemd#18142)"),
+]
+MODPROBE_PATHS = ("/usr/bin/nvidia-modprobe", "/usr/sbin/nvidia-modprobe")
+
+
+def version_tuple(text):
+    return tuple(int(x) for x in re.findall(r"\d+", str(text)))
+
+
+def torch_cuda_installed(venv):
+    """CUDA version of the torch installed in `venv` (its torch/version.py), or None."""
+    for path in glob.glob(os.path.join(venv, "lib", "python*", "site-packages", "torch",
+                                       "version.py")):
+        with open(path, encoding="utf-8") as handle:
+            found = CUDA_LINE.search(handle.read())
+        if found:
+            return found.group(1)
+    return None
+
+
+def torch_cuda_wheel(wheelhouse):
+    """CUDA version of the newest torch wheel in `wheelhouse`: (version, wheel) or (None, None)."""
+    wheels = glob.glob(os.path.join(wheelhouse, "torch-*.whl")) if wheelhouse else []
+    for wheel in sorted(wheels, key=lambda w: version_tuple(os.path.basename(w).split("-")[1]),
+                        reverse=True):
+        try:
+            with zipfile.ZipFile(wheel) as archive:
+                found = CUDA_LINE.search(archive.read("torch/version.py").decode())
+        except (OSError, KeyError, zipfile.BadZipFile):
+            continue
+        return (found.group(1) if found else None), os.path.basename(wheel)
+    return None, None
+
+
+def min_driver(cuda, table):
+    """The minimum driver for `cuda` (exact major.minor, else the nearest lower entry)."""
+    if not cuda:
+        return None
+    want = version_tuple(cuda)[:2]
+    known = sorted(((version_tuple(k)[:2], v) for k, v in table.items()), reverse=True)
+    for version, driver in known:
+        if version <= want and version[0] == want[0]:
+            return str(driver)
+    return None
+
+
+def _run(argv):
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def _free_gb(path):
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    stat = os.statvfs(path)
+    return round(stat.f_bavail * stat.f_frsize / 1e9, 1)
+
+
+def disk_needs(disk, missing):
+    """The disk entries with `gb` set to 0 where the requirement they depend on is installed."""
+    return [dict(d, gb=d["gb"] if not d.get("unless_installed") or d["unless_installed"] in missing
+                 else 0) for d in disk]
+
+
+def read_facts(p, missing=()):
+    """What the host has; `missing`: the requirements the ml-env lacks (for `unless_installed`)."""
+    driver = _run([p["nvidia_smi"], "--query-gpu=driver_version", "--format=csv,noheader"])
+    cuda, source = torch_cuda_installed(p["venv"]), "installed torch"
+    wheel_cuda, wheel = torch_cuda_wheel(p["wheelhouse"])
+    if wheel_cuda:
+        # The wheel is what the install puts in place: it decides.
+        cuda, source = wheel_cuda, wheel
+    systemd = _run(["systemctl", "--version"])
+    include = _run([p["python"], "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"])
+    try:
+        with open("/proc/modules", encoding="utf-8") as handle:
+            modules = handle.read()
+    except OSError:
+        modules = ""
+    nvcc = [c for c in (os.path.join(os.environ.get("CUDA_HOME", "/nonexistent"), "bin", "nvcc"),
+                        shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc") if c and os.path.exists(c)]
+    return {
+        "driver": driver.strip().splitlines()[0].strip() if driver and driver.strip() else None,
+        "torch_cuda": cuda, "torch_cuda_source": source if cuda else None,
+        "nvidia_uvm_loaded": "nvidia_uvm " in modules or os.path.exists("/dev/nvidia-uvm"),
+        "nvidia_modprobe": next((m for m in MODPROBE_PATHS if os.path.exists(m)), None),
+        "cc": shutil.which("cc") or shutil.which("gcc"),
+        "python_h": bool(include) and os.path.exists(os.path.join(include.strip(), "Python.h")),
+        "nvcc": nvcc[0] if nvcc else None,
+        "systemd": (version_tuple(systemd.split("\n", 1)[0]) or (0,))[0] if systemd else None,
+        "disk": [dict(d, free_gb=_free_gb(d["path"]))
+                 for d in disk_needs(p["disk"], missing)],
+    }
+
+
+def judge(facts, cuda_min_driver, hardening):
+    """(failures, warnings, exec_start_pre) for the facts read."""
+    failures, warnings, pre = [], [], []
+    driver, cuda = facts["driver"], facts["torch_cuda"]
+    for item in facts["disk"]:
+        if item["free_gb"] < float(item["gb"]):
+            failures.append(
+                f"disk: {item['path']} has {item['free_gb']} GB free, {item['what']} needs "
+                f"{item['gb']} GB: free space there or point the variable elsewhere")
+    for setting, good, why in MISHANDLED:
+        value = (hardening or {}).get(setting)
+        if facts["systemd"] and facts["systemd"] < good and value not in (None, False, "no"):
+            failures.append(
+                f"systemd {facts['systemd']} < {good}: {setting}={value} {why}; set "
+                f"sglang_service_hardening.{setting}: null on this host")
+    if not driver:
+        warnings.append("no NVIDIA driver answers (nvidia-smi): SGLang will stop at CUDA "
+                        "initialisation here; install the driver on a GPU host")
+        return failures, warnings, pre
+    need = min_driver(cuda, cuda_min_driver)
+    if cuda and not need:
+        warnings.append(f"torch is built for CUDA {cuda}, which sglang_cuda_min_driver does "
+                        "not list: the driver version was not checked")
+    elif need and version_tuple(driver) < version_tuple(need):
+        failures.append(
+            f"driver: NVIDIA driver {driver} is older than {need}, which CUDA {cuda} needs "
+            f"(torch from {facts['torch_cuda_source']}): upgrade the driver to >= {need}, or pin "
+            "an SGLang release whose torch is built for an older CUDA")
+    if facts["nvidia_modprobe"]:
+        # After a reboot nvidia-uvm may be missing; the sandboxed unit cannot load it.
+        pre.append(f"+{facts['nvidia_modprobe']} -u -c=0")
+    elif not facts["nvidia_uvm_loaded"]:
+        failures.append("nvidia-uvm is not loaded and nvidia-modprobe is absent: the unit cannot "
+                        "load it (CUDA unknown error); `modprobe nvidia-uvm` and add it to "
+                        "/etc/modules-load.d/, or install nvidia-modprobe")
+    if not facts["cc"] or not facts["python_h"]:
+        failures.append("toolchain: Triton and FlashInfer compile kernels on first use and need a "
+                        "C compiler and the Python headers (" + ", ".join(
+                            what for what, ok in (("cc", facts["cc"]),
+                                                  ("Python.h", facts["python_h"])) if not ok)
+                        + " missing): install build-essential and python3-dev")
+    if not facts["nvcc"]:
+        warnings.append("nvcc not found (CUDA_HOME, PATH, /usr/local/cuda): SGLang kernels "
+                        "compiled at run time will fail unless the ml-env's nvidia-cuda-nvcc "
+                        "provides it; install the CUDA toolkit or set CUDA_HOME in sglang_env")
+    return failures, warnings, pre
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
+            "venv": {"type": "path", "required": True},
+            "python": {"type": "str", "default": "python3"},
+            "wheelhouse": {"type": "str", "default": ""},
+            "cuda_min_driver": {"type": "dict", "default": {}},
+            "hardening": {"type": "dict", "default": {}},
+            "requirements": {"type": "list", "elements": "str", "default": []},
+            "disk": {"type": "list", "elements": "dict", "default": [], "options": {
+                "path": {"type": "path", "required": True},
+                "gb": {"type": "float", "default": 0},
+                "what": {"type": "str", "default": "this deploy"},
+                "unless_installed": {"type": "str", "default": ""}}},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    unknown = [d["unless_installed"] for d in p["disk"]
+               if d["unless_installed"] and d["unless_installed"] not in p["requirements"]]
+    if unknown:
+        module.fail_json(msg=f"disk: unless_installed {', '.join(unknown)} is not one of "
+                             "requirements: add it there")
+    try:
+        packages = check_packages(p["venv"], p["requirements"])
+    except RuntimeError as exc:
+        module.fail_json(msg=str(exc))
+    facts = read_facts(p, packages["missing"])
+    failures, warnings, pre = judge(facts, module.params["cuda_min_driver"],
+                                    module.params["hardening"])
+    module.exit_json(changed=False, facts=facts, failures=failures, warnings_=warnings,
+                     exec_start_pre=pre, packages=packages)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,630 @@
+#!/usr/bin/python
+# Copyright: sglang-deploy contributors
+# SPDX-License-Identifier: Apache-2.0
+"""Versioned SGLang releases: releases/<id>/ with a manifest, and a `current` symlink."""
+
+DOCUMENTATION = r"""
+module: sglang_release
+short_description: Prepare, activate and mark SGLang releases under a base directory
+description:
+  - A release is a directory C(releases/<id>/) holding the rendered files (config.yaml,
+    sglang.env, launch) and C(manifest.json). Its id is a UTC timestamp plus the first
+    8 hex digits of the hash of its content, so ids sort by name in creation order.
+  - C(state=present) creates a release unless C(current) already has the same content hash,
+    in which case nothing changes (a re-run with nothing changed restarts nothing) - unless
+    the serving release's files no longer match the sha256 its manifest records (edited or
+    removed in place) - then they are re-rendered and C(repaired) names them, or, when the
+    rendering does not hold a changed file, the task fails naming each change.
+  - Every release records C(seq), its creation order on the host; releases are ordered by
+    it (then by id), never by the id's timestamp, which a controller's wrong clock sets.
+  - A release is only ever named by its directory, through one resolver that refuses
+    anything but an id directly under C(releases/); C(current) must point at C(releases/<id>).
+  - C(state=active) points C(current) at a release (an atomic symlink swap) and records the
+    release it replaced. C(state=good) marks a release as proven to serve, C(state=failed)
+    as refused, with a C(reason).
+  - C(state=info) lists the releases (in creation order) and names the newest good release
+    other than C(current), the default rollback target, and the drift of C(current).
+  - C(state=cleanup) keeps the newest C(keep_good) good releases and the newest C(keep_other)
+    of the rest (failed, never proven), in creation order; C(current), the newest good
+    release that is not current and releases whose manifest cannot be read are never deleted.
+  - C(current) is always read with readlink, never guessed from mtimes.
+options:
+  base_dir:
+    description: Directory that holds C(releases/) and C(current).
+    type: path
+    required: true
+  state:
+    description: What to do.
+    type: str
+    choices: [present, active, good, failed, rolled-back, info, cleanup]
+    default: present
+  stamp:
+    description: UTC timestamp prefix of a new release id (one per run for all hosts).
+    type: str
+  files:
+    description: Files of the release, for C(state=present).
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: File name inside the release.
+        type: str
+        required: true
+      content:
+        description: File content.
+        type: str
+        required: true
+      mode:
+        description: Octal mode.
+        type: str
+        default: '0644'
+  meta:
+    description: Facts recorded in the manifest and included in the content hash
+      (sglang version, profile, model, launch module).
+    type: dict
+    default: {}
+  release:
+    description: Release id, for C(state=active), C(good) and C(failed).
+    type: str
+  reason:
+    description: Why a release failed, for C(state=failed).
+    type: str
+  results:
+    description: Results recorded in the manifest with the status (preflight, verification,
+      smoke), for C(state=good) and C(state=failed).
+    type: dict
+  keep_good:
+    description: Good releases kept by C(state=cleanup).
+    type: int
+    default: 5
+  keep_other:
+    description: Other releases (failed, never proven) kept by C(state=cleanup).
+    type: int
+    default: 3
+author:
+  - sglang-deploy maintainers (@sglang-deploy)
+"""
+
+EXAMPLES = r"""
+- name: Render a release (unchanged when the same files are there already)
+  sglang.deploy.sglang_release:
+    base_dir: /opt/sglang
+    stamp: 20261130T101500Z
+    files:
+      - {name: config.yaml, content: "{{ config_text }}"}
+      - {name: sglang.env, content: "{{ env_text }}", mode: "0600"}
+    meta: {sglang_version: 0.5.23}
+  register: release
+
+- name: Point current at it
+  sglang.deploy.sglang_release:
+    base_dir: /opt/sglang
+    state: active
+    release: "{{ release.release }}"
+
+- name: List the releases
+  sglang.deploy.sglang_release:
+    base_dir: /opt/sglang
+    state: info
+  register: releases
+"""
+
+RETURN = r"""
+release:
+  description: Id of the release that was created, found unchanged, activated or marked.
+  type: str
+  returned: always
+path:
+  description: Absolute path of that release.
+  type: str
+  returned: always
+created:
+  description: Whether C(state=present) made a new release.
+  type: bool
+  returned: always
+current:
+  description: Release id C(current) pointed at before this task.
+  type: str
+  returned: always
+manifest:
+  description: The release's manifest after this task.
+  type: dict
+  returned: state is not info
+  contains:
+    schema:
+      description: Manifest format.
+      type: int
+      returned: always
+    id:
+      description: Release id.
+      type: str
+      returned: always
+    seq:
+      description: Creation order on this host.
+      type: int
+      returned: always
+    status:
+      description: C(pending), C(active), C(good), C(failed) or C(rolled-back).
+      type: str
+      returned: always
+    created:
+      description: When it was created (UTC).
+      type: str
+      returned: always
+    args_hash:
+      description: Hash of the rendered arguments.
+      type: str
+      returned: always
+    files:
+      description: SHA-256 per file of the release.
+      type: dict
+      returned: always
+releases:
+  description: Manifests of all releases, oldest first.
+  type: list
+  returned: state is info
+previous_good:
+  description: Newest release with status good that is not current, or null.
+  type: str
+  returned: state is info
+drift:
+  description: "Files of the serving release that differ from its manifest: [{file, change}]."
+  type: list
+  returned: state is info, or present when the serving release was changed in place
+repaired:
+  description: Files of the serving release re-rendered because they were changed in place.
+  type: list
+  returned: when state is present and the serving release was changed in place
+"""
+
+import contextlib
+import datetime
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import redact_env_text
+
+MANIFEST = "manifest.json"
+SCHEMA = 1
+# Manifest facts shown by --diff beside the files.
+META_DIFF_KEYS = ("sglang_version", "launch_module", "extra_packages", "model")
+ID_RE = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}")
+STAMP_RE = re.compile(r"[0-9]{8}T[0-9]{6}Z")
+FILE_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
+MODE_RE = re.compile(r"0?[0-7]{3,4}")
+
+
+class ReleaseError(Exception):
+    pass
+
+
+def content_hash(files, meta):
+    canonical = json.dumps(
+        {"files": {f["name"]: [f["content"], f.get("mode", "0644")] for f in files}, "meta": meta},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def release_path(base_dir, release):
+    """The directory of release `release`: the one way to name one, never outside releases/.
+
+    `release` must be a release id (no `/`, no `..`); the resolved directory must sit directly
+    in the resolved releases/ directory, so a symlink cannot lead out either.
+    """
+    if not isinstance(release, str) or not ID_RE.fullmatch(release):
+        raise ReleaseError(f"release {release!r} is not a release id (20260101T000000Z-0123abcd)")
+    releases = os.path.join(base_dir, "releases")
+    path = os.path.join(releases, release)
+    if os.path.lexists(path) and \
+            os.path.dirname(os.path.realpath(path)) != os.path.realpath(releases):
+        raise ReleaseError(f"{path} leads outside {releases}: remove it")
+    return path
+
+
+def read_current(base_dir):
+    """Id that `current` points at, or None. Refuses a link that is not releases/<id>."""
+    link = os.path.join(base_dir, "current")
+    if not os.path.islink(link):
+        if os.path.lexists(link):
+            raise ReleaseError(f"{link} exists and is not a symlink: move it away")
+        return None
+    target = os.readlink(link).rstrip("/")
+    release = os.path.basename(target)
+    inside = target in (os.path.join("releases", release),
+                        os.path.join(os.path.abspath(base_dir), "releases", release))
+    if not inside or not ID_RE.fullmatch(release):
+        raise ReleaseError(f"{link} points at {target!r}, not at releases/<id> under {base_dir}: "
+                           "point it at a release (ln -sfn releases/<id> current) or remove it")
+    release_path(base_dir, release)
+    return release
+
+
+def read_manifest(base_dir, release):
+    """The release's manifest when it is a JSON object with well-typed fields, else None."""
+    try:
+        with open(os.path.join(release_path(base_dir, release), MANIFEST), encoding="utf-8") as fh:
+            manifest = json.load(fh)
+    except (OSError, ValueError, ReleaseError):
+        return None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("status", ""), str) \
+            or not isinstance(manifest.get("files", {}), dict) \
+            or not isinstance(manifest.get("args_hash", ""), str):
+        return None
+    seq = manifest.get("seq", 0)
+    if not isinstance(seq, int) or isinstance(seq, bool):
+        manifest["seq"] = 0
+    # The directory names the release, whatever the file says.
+    return dict(manifest, id=release)
+
+
+def _write_atomic(path, text, mode=0o644, prefix=".manifest."):
+    """Replace `path` whole; on any failure (ENOSPC...) no temp file is left behind."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=prefix)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _write_json_atomic(path, data):
+    _write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+@contextlib.contextmanager
+def _serialised(base_dir):
+    """Activations and status changes of one base dir happen one at a time (flock)."""
+    with open(os.path.join(base_dir, ".release.lock"), "a", encoding="utf-8") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        yield
+
+
+def _now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _release_files(base_dir, release, names):
+    out = {}
+    for name in names:
+        try:
+            with open(os.path.join(release_path(base_dir, release), name), encoding="utf-8") as fh:
+                out[name] = fh.read()
+        except (OSError, UnicodeDecodeError):
+            out[name] = ""
+    return out
+
+
+def _mode(path):
+    try:
+        return oct(os.stat(path).st_mode & 0o777)
+    except OSError:
+        return "0644"
+
+
+def _meta_text(manifest, keys):
+    return "".join(f"{k}: {json.dumps(manifest.get(k), sort_keys=True)}\n" for k in sorted(keys))
+
+
+def diff(base_dir, current, files, meta_keys=None, manifest=None, after_label="new release"):
+    """--diff output: each file, and the manifest facts (sglang version...), against current."""
+    before = _release_files(base_dir, current, [f["name"] for f in files]) if current else {}
+    after = list(files)
+    if meta_keys is not None:
+        cur_manifest = (read_manifest(base_dir, current) or {}) if current else {}
+        before["manifest"] = _meta_text(cur_manifest, meta_keys) if current else ""
+        after.append({"name": "manifest", "content": _meta_text(manifest, meta_keys)})
+
+    def shown(f, text):
+        # A private (0600) file is shown with the values of secret-named variables hidden.
+        return redact_env_text(text) if str(f.get("mode", "")).endswith("600") else text
+
+    return [
+        {
+            "before_header": f"current/{f['name']}" if current else "(no release)",
+            "after_header": f"{after_label}/{f['name']}",
+            "before": shown(f, before.get(f["name"], "")),
+            "after": shown(f, f["content"]),
+        }
+        for f in after
+        if before.get(f["name"], "") != f["content"]
+    ]
+
+
+def prepare(base_dir, stamp, files, meta, check_mode=False):
+    """Create a release unless `current` already holds the same content. Returns a result dict."""
+    if not isinstance(stamp, str) or not STAMP_RE.fullmatch(stamp):
+        raise ReleaseError(f"stamp {stamp!r} must look like 20260101T000000Z (UTC)")
+    for f in files:
+        if not FILE_RE.fullmatch(f["name"]) or f["name"] in (".", "..", MANIFEST):
+            raise ReleaseError(f"invalid release file name {f['name']!r}: letters, digits, ._-")
+        if not MODE_RE.fullmatch(str(f.get("mode", "0644"))):
+            raise ReleaseError(f"{f['name']}: mode {f.get('mode')!r} is not an octal mode (0644)")
+        try:
+            f["content"].encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ReleaseError(f"{f['name']}: content is not valid text ({exc.reason})") from None
+    digest = content_hash(files, meta)
+    current = read_current(base_dir)
+    cur_manifest = read_manifest(base_dir, current) if current else None
+    result = {"current": current, "created": False, "changed": False}
+    if cur_manifest and cur_manifest.get("args_hash") == digest:
+        result.update(release=current, path=_path(base_dir, current), manifest=cur_manifest)
+        return _repair(base_dir, current, cur_manifest, files, result, check_mode)
+
+    release = f"{stamp}-{digest[:8]}"
+    manifest = {
+        "schema": SCHEMA,
+        "id": release,
+        # Creation order on this host, whatever the controller's clock said.
+        "seq": max([m.get("seq", 0) for m in _listing(base_dir)] + [0]) + 1,
+        "status": "pending",
+        "created": _now(),
+        "args_hash": digest,
+        "files": {f["name"]: hashlib.sha256(f["content"].encode()).hexdigest() for f in files},
+        **{k: v for k, v in meta.items() if k not in ("id", "seq", "status", "files", "args_hash")},
+    }
+    result.update(release=release, path=_path(base_dir, release), manifest=manifest,
+                  created=True, changed=True,
+                  diff=diff(base_dir, current, files, meta, manifest))
+    if check_mode:
+        return result
+    final = _path(base_dir, release)
+    if os.path.isdir(final):
+        existing = read_manifest(base_dir, release)
+        if existing and existing.get("args_hash") == digest:
+            # The same content prepared earlier in this run (or a retried run): reuse it.
+            result.update(manifest=existing, created=False)
+            return result
+        raise ReleaseError(f"{final} exists with other content")
+    releases = os.path.join(base_dir, "releases")
+    os.makedirs(releases, mode=0o755, exist_ok=True)
+    tmp = tempfile.mkdtemp(dir=releases, prefix=f".{release}.")
+    try:
+        for f in files:
+            path = os.path.join(tmp, f["name"])
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(f["content"])
+            os.chmod(path, int(str(f.get("mode", "0644")), 8))
+        _write_json_atomic(os.path.join(tmp, MANIFEST), manifest)
+        os.chmod(tmp, 0o755)
+        os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return result
+
+
+def _repair(base_dir, release, manifest, files, result, check_mode):
+    """Put back files of the serving release that were changed in place, from the rendering.
+
+    The rendering has the content hash the manifest records, so each rendered file is what the
+    release held when it was made; a file the rendering does not hold is refused with the list.
+    """
+    found = drift(base_dir, release, manifest)
+    if not found:
+        return result
+    rendered = {f["name"]: f for f in files}
+    lost = [d for d in found if d["file"] not in rendered or hashlib.sha256(
+        rendered[d["file"]]["content"].encode()).hexdigest() != manifest["files"][d["file"]]]
+    if lost:
+        raise ReleaseError(
+            f"release {release} was changed in place and cannot be re-rendered: "
+            + ", ".join(f"{d['file']} ({d['change']})" for d in found)
+            + ": deploy again after restoring them, or roll back")
+    on_disk = _release_files(base_dir, release, [d["file"] for d in found])
+    result.update(changed=True, drift=found, repaired=[d["file"] for d in found], diff=[
+        {"before_header": f"current/{d['file']} ({d['change']})",
+         "after_header": f"current/{d['file']} (re-rendered)",
+         "before": on_disk[d["file"]], "after": rendered[d["file"]]["content"]}
+        for d in found if not str(rendered[d["file"]].get("mode", "")).endswith("600")])
+    if check_mode:
+        return result
+    for d in found:
+        f = rendered[d["file"]]
+        _write_atomic(os.path.join(release_path(base_dir, release), f["name"]), f["content"],
+                      int(str(f.get("mode", "0644")), 8), ".repair.")
+    return result
+
+
+def activate(base_dir, release, check_mode=False):
+    """Point `current` at `release` with an atomic rename."""
+    manifest = _require(base_dir, release)
+    current = read_current(base_dir)
+    result = {"current": current, "release": release, "path": _path(base_dir, release),
+              "created": False, "changed": current != release, "manifest": manifest}
+    if result["changed"] and current:
+        names = sorted(manifest.get("files", {}))
+        target = [{"name": n, "content": c, "mode": _mode(os.path.join(_path(base_dir, release), n))}
+                  for n, c in _release_files(base_dir, release, names).items()]
+        result["diff"] = diff(base_dir, current, target, META_DIFF_KEYS, manifest, release)
+    if not result["changed"] or check_mode:
+        return result
+    with _serialised(base_dir):
+        current = read_current(base_dir)
+        manifest = _require(base_dir, release)
+        # One release is `active` (live, not yet proven) at a time: an earlier one that never
+        # proved itself is superseded, even when two activations raced without the lock.
+        for other in _listing(base_dir):
+            if other.get("status") == "active" and other["id"] != release:
+                _write_json_atomic(os.path.join(release_path(base_dir, other["id"]), MANIFEST),
+                                   dict(other, status="superseded", superseded_by=release))
+        # A release proven good before (a rollback target) stays good; a new one becomes active.
+        status = "good" if manifest.get("status") == "good" else "active"
+        manifest = dict(manifest, status=status, activated=_now(), previous=current)
+        _write_json_atomic(os.path.join(_path(base_dir, release), MANIFEST), manifest)
+        tmp_link = os.path.join(base_dir, f".current.{os.getpid()}")
+        try:
+            if os.path.lexists(tmp_link):
+                os.unlink(tmp_link)
+            os.symlink(os.path.join("releases", release), tmp_link)
+            os.replace(tmp_link, os.path.join(base_dir, "current"))
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_link)
+            raise
+    result.update(manifest=manifest, current=current)
+    return result
+
+
+def mark(base_dir, release, status, reason=None, check_mode=False, results=None):
+    """Set a release's status: good (proven to serve), failed or rolled-back (with the reason)."""
+    manifest = _require(base_dir, release)
+    results = results or {}
+    owned = sorted(set(results) & {"id", "seq", "status", "files", "args_hash", "reason",
+                                   "proven", status})
+    if owned:
+        raise ReleaseError(f"results may not set {owned}: the module writes them")
+    changed = manifest.get("status") != status or (reason and manifest.get("reason") != reason) \
+        or any(manifest.get(k) != v for k, v in results.items())
+    result = {"current": read_current(base_dir), "release": release, "created": False,
+              "path": _path(base_dir, release), "changed": bool(changed), "manifest": manifest}
+    if changed and not check_mode:
+        with _serialised(base_dir):
+            manifest = _require(base_dir, release)
+            extra = {"proven": _now()} if status == "good" else {status: _now(), "reason": reason}
+            manifest = dict(manifest, **results, status=status, **extra)
+            _write_json_atomic(os.path.join(_path(base_dir, release), MANIFEST), manifest)
+        result["manifest"] = manifest
+    return result
+
+
+def _listing(base_dir):
+    """Manifests of all releases in creation order: by `seq`, which a wrong clock cannot
+    poison (ids carry the controller's time), then by id for releases made before `seq`."""
+    releases_dir = os.path.join(base_dir, "releases")
+    names = [n for n in os.listdir(releases_dir) if ID_RE.fullmatch(n)] \
+        if os.path.isdir(releases_dir) else []
+    releases = [read_manifest(base_dir, n) or {"id": n, "status": "unreadable", "seq": 0}
+                for n in names]
+    return sorted(releases, key=lambda m: (m.get("seq", 0), m["id"]))
+
+
+def drift(base_dir, release, manifest):
+    """What changed in a release's files since it was made: [{file, change}] (hashes)."""
+    found = []
+    for name, expected in sorted((manifest.get("files") or {}).items()):
+        path = os.path.join(release_path(base_dir, release), str(name))
+        try:
+            with open(path, "rb") as fh:
+                digest = hashlib.sha256(fh.read()).hexdigest()
+        except FileNotFoundError:
+            found.append({"file": name, "change": "missing"})
+            continue
+        except OSError as exc:
+            found.append({"file": name, "change": f"unreadable ({exc.strerror})"})
+            continue
+        if digest != expected:
+            found.append({"file": name, "change": "content changed"})
+    return found
+
+
+def info(base_dir):
+    """All releases, oldest first, the newest good one that is not current, current's drift."""
+    current = read_current(base_dir)
+    releases = _listing(base_dir)
+    good = [m["id"] for m in releases if m.get("status") == "good" and m["id"] != current]
+    cur = next((m for m in releases if m["id"] == current), None)
+    return {"changed": False, "current": current, "releases": releases,
+            "previous_good": good[-1] if good else None,
+            "drift": drift(base_dir, current, cur) if cur else []}
+
+
+def cleanup(base_dir, keep_good=5, keep_other=3, check_mode=False):
+    """Delete the oldest releases beyond the limits; never current or the rollback target,
+    never a release whose manifest cannot be read (it may have been good)."""
+    if keep_good < 0 or keep_other < 0:
+        raise ReleaseError("keep_good and keep_other must be 0 or more")
+    state = info(base_dir)
+    protected = {state["current"], state["previous_good"]} - {None}
+    # A release rolled back from by hand had been proven good: it is kept like one.
+    proven = ("good", "rolled-back")
+    readable = [m for m in state["releases"] if m.get("status") != "unreadable"]
+    good = [m["id"] for m in readable if m.get("status") in proven]
+    other = [m["id"] for m in readable if m.get("status") not in proven]
+    oldest = good[:max(0, len(good) - keep_good)] + other[:max(0, len(other) - keep_other)]
+    doomed = sorted(r for r in oldest if r not in protected)
+    if not check_mode:
+        for release in doomed:
+            shutil.rmtree(release_path(base_dir, release))
+    return {"changed": bool(doomed), "removed": doomed, "current": state["current"],
+            "kept": [m["id"] for m in state["releases"] if m["id"] not in doomed],
+            "unreadable": [m["id"] for m in state["releases"] if m.get("status") == "unreadable"]}
+
+
+def _path(base_dir, release):
+    return release_path(base_dir, release)
+
+
+def _require(base_dir, release):
+    release_path(base_dir, release)
+    manifest = read_manifest(base_dir, release)
+    if manifest is None:
+        raise ReleaseError(f"release {release} has no readable manifest under {base_dir}/releases")
+    return manifest
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "base_dir": {"type": "path", "required": True},
+            "state": {"type": "str",
+                      "choices": ["present", "active", "good", "failed", "rolled-back", "info",
+                                  "cleanup"],
+                      "default": "present"},
+            "stamp": {"type": "str"},
+            "files": {"type": "list", "elements": "dict", "options": {
+                "name": {"type": "str", "required": True},
+                "content": {"type": "str", "required": True},
+                "mode": {"type": "str", "default": "0644"},
+            }},
+            "meta": {"type": "dict", "default": {}},
+            "release": {"type": "str"},
+            "reason": {"type": "str"},
+            "results": {"type": "dict"},
+            "keep_good": {"type": "int", "default": 5},
+            "keep_other": {"type": "int", "default": 3},
+        },
+        required_if=[("state", "present", ["stamp", "files"]),
+                     ("state", "active", ["release"]),
+                     ("state", "good", ["release"]),
+                     ("state", "failed", ["release", "reason"]),
+                     ("state", "rolled-back", ["release", "reason"])],
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        if p["state"] == "present":
+            result = prepare(p["base_dir"], p["stamp"], p["files"], p["meta"], module.check_mode)
+        elif p["state"] == "info":
+            result = info(p["base_dir"])
+        elif p["state"] == "cleanup":
+            result = cleanup(p["base_dir"], p["keep_good"], p["keep_other"], module.check_mode)
+        elif p["state"] == "active":
+            result = activate(p["base_dir"], p["release"], module.check_mode)
+        else:
+            result = mark(p["base_dir"], p["release"], p["state"], p["reason"], module.check_mode,
+                          p["results"])
+    except ReleaseError as exc:
+        module.fail_json(msg=str(exc))
+    except OSError as exc:
+        module.fail_json(msg=f"{exc}: sglang_base_dir ({p['base_dir']}) must be a writable "
+                             "directory with free space; nothing else was changed")
+    if not module._diff:
+        result.pop("diff", None)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

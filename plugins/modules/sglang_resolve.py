@@ -1,0 +1,384 @@
+#!/usr/bin/python
+# Copyright: sglang-deploy contributors
+# SPDX-License-Identifier: Apache-2.0
+"""SGLang's own argument resolution for a release, run in the ml-env, before any restart."""
+
+DOCUMENTATION = r"""
+module: sglang_resolve
+short_description: Run the installed SGLang's parser and resolution on a release's config, traced
+description:
+  - Runs, in the ml-env's own Python, SGLang's C(prepare_server_args) on C(--config <file>) and
+    then its resolution (C(ServerArgs.resolve_once) from 0.5.19, the record's C(__post_init__)
+    before), and returns every resolved field, every field SGLang changed from what was asked
+    with the file, line and function that changed it, SGLang's log records, and any exception
+    it raised (type, message, file, line).
+  - Never touches a GPU, also beside a serving server. C(CUDA_VISIBLE_DEVICES) is emptied and
+    torch's device queries and C(nvidia-smi --query-gpu) are answered from C(gpus) (by default
+    the GPUs C(nvidia-smi) lists on the host). Where the NVIDIA driver is absent, packages whose
+    import needs it (sgl_kernel) are replaced by inert modules; C(stubbed) names them.
+  - With C(sandbox) and systemd running, it runs through C(systemd-run --wait --pipe) as the
+    service user with the unit's properties and the release's environment file, so a sandbox
+    SGLang cannot live with fails here, before the restart. Without systemd it runs
+    unsandboxed and C(sandbox.used) says so.
+  - When SGLang cannot be imported at all (an ml-env holding only the sglang wheel),
+    C(ran) is false and C(reason) says why; the caller falls back to reading the sources.
+  - Read-only; runs in check mode.
+options:
+  venv:
+    description: The ml-env.
+    type: path
+    required: true
+  config_path:
+    description: The release's config.yaml (used when it exists).
+    type: path
+  args:
+    description: The arguments (dashed names), used when C(config_path) does not exist yet.
+    type: dict
+    default: {}
+  gpus:
+    description:
+      - "GPUs to answer device queries with: C({count, name, memory_mib, compute_capability})."
+      - Empty means the GPUs C(nvidia-smi) lists on this host.
+    type: dict
+    default: {}
+  nvidia_smi:
+    description: nvidia-smi command read when C(gpus) is empty.
+    type: str
+    default: nvidia-smi
+  sandbox:
+    description:
+      - "C({user, group, env_file, properties}): run as the unit will (C(properties) are the
+        unit's C(Key=Value) sandbox lines). Empty runs as the connection user."
+    type: dict
+    default: {}
+  env:
+    description: Environment of the release (used when not sandboxed; the sandbox reads C(env_file)).
+    type: dict
+    default: {}
+  timeout:
+    description: Seconds the resolution may take (it imports torch and transformers).
+    type: int
+    default: 600
+author:
+  - sglang-deploy maintainers (@sglang-deploy)
+"""
+
+EXAMPLES = r"""
+- name: Resolve the release with SGLang, as the service user inside the unit's sandbox
+  sglang.deploy.sglang_resolve:
+    venv: /opt/ml-env
+    config_path: /opt/sglang/releases/20261130T101500Z-4f0c2a1e/config.yaml
+    sandbox:
+      user: sglang
+      group: sglang
+      env_file: /opt/sglang/releases/20261130T101500Z-4f0c2a1e/sglang.env
+      properties: [ProtectSystem=strict, ProtectHome=yes, PrivateTmp=yes]
+  register: resolution
+
+- name: What-if on a machine without the GPUs
+  sglang.deploy.sglang_resolve:
+    venv: /root/.cache/sglang-deploy/full-0.5.23
+    args: {model-path: /srv/models/Qwen3.6-27B, tp-size: 2}
+    gpus: {count: 2, name: NVIDIA RTX A6000, memory_mib: 49140, compute_capability: "8.6"}
+"""
+
+RETURN = r"""
+ran:
+  description: Whether SGLang was imported and asked (false when it could not be imported).
+  type: bool
+  returned: always
+reason:
+  description: Why it did not run.
+  type: str
+  returned: when not ran
+sglang_version:
+  description: The installed sglang's version.
+  type: str
+  returned: always
+entry:
+  description: C(ServerArgs.resolve_once) or C(ServerArgs.__post_init__).
+  type: str
+  returned: when ran
+resolved:
+  description: Every resolved field (SGLang's names).
+  type: dict
+  returned: when ran without error
+changes:
+  description: "[{field, asked, resolved, file, line, function, source}] for each field SGLang changed."
+  type: list
+  returned: always
+error:
+  description: "{type, message, file, line, function, stage} of what SGLang raised, or null."
+  type: dict
+  returned: always
+  contains:
+    type:
+      description: Exception type.
+      type: str
+      returned: always
+    message:
+      description: Its message.
+      type: str
+      returned: always
+    file:
+      description: SGLang file that raised.
+      type: str
+      returned: always
+    line:
+      description: Line.
+      type: int
+      returned: always
+    function:
+      description: Function.
+      type: str
+      returned: always
+    stage:
+      description: C(import), C(parse) or C(resolve).
+      type: str
+      returned: always
+import_error:
+  description: The same, when importing sglang failed (C(ran) is false then).
+  type: dict
+  returned: when sglang could not be imported
+  contains:
+    type:
+      description: Exception type.
+      type: str
+      returned: always
+    message:
+      description: Its message.
+      type: str
+      returned: always
+    file:
+      description: File that raised.
+      type: str
+      returned: always
+    line:
+      description: Line.
+      type: int
+      returned: always
+    function:
+      description: Function.
+      type: str
+      returned: always
+    stage:
+      description: C(import).
+      type: str
+      returned: always
+unknown_flags:
+  description: "[{name, suggestions}] for config keys the installed parser does not know."
+  type: list
+  returned: always
+log:
+  description: "[{level, message, file, line, function}] of SGLang's log records while resolving."
+  type: list
+  returned: always
+stubbed:
+  description: "{package: import error} of packages replaced by inert modules (no driver)."
+  type: dict
+  returned: always
+sandbox:
+  description: "{used, how}: whether it ran as the unit will."
+  type: dict
+  returned: always
+elapsed_s:
+  description: Seconds the whole run took.
+  type: float
+  returned: always
+"""
+
+import grp
+import inspect
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_probe
+
+GPU_QUERY = "index,name,memory.total,compute_cap"
+
+
+def host_gpus(nvidia_smi="nvidia-smi", timeout=30):
+    """The host's GPUs as a description ({} when nvidia-smi is absent or lists none)."""
+    path = shutil.which(nvidia_smi)
+    if not path:
+        return {}
+    try:
+        proc = subprocess.run([path, f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    rows = [[c.strip() for c in line.split(",")] for line in proc.stdout.splitlines()]
+    rows = [r for r in rows if len(r) >= 4 and r[0].isdigit()]
+    if proc.returncode != 0 or not rows:
+        return {}
+    first = rows[0]
+    try:
+        memory = min(int(float(r[2])) for r in rows)
+    except ValueError:
+        memory = 0
+    return {"count": len(rows), "name": first[1], "memory_mib": memory,
+            "compute_capability": first[3]}
+
+
+def check_gpus(gpus):
+    """A description's problems, as the message a caller can act on (None when it is fine)."""
+    if not isinstance(gpus, dict):
+        return "gpus must be a mapping {count, name, memory_mib, compute_capability}"
+    unknown = sorted(set(gpus) - {"count", "name", "memory_mib", "compute_capability",
+                                  "sm_count", "link"})
+    if unknown:
+        return f"gpus: unknown keys {unknown}; allowed: count, name, memory_mib, compute_capability, link"
+    for key in ("count", "memory_mib"):
+        value = gpus.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            return f"gpus.{key}: a positive integer, got {value!r}"
+    capability = str(gpus.get("compute_capability", ""))
+    major, _unused, minor = capability.partition(".")
+    if not (major.isdigit() and minor.isdigit()):
+        return f"gpus.compute_capability: like \"8.6\", got {gpus.get('compute_capability')!r}"
+    return None
+
+
+def systemd_running():
+    return os.path.isdir("/run/systemd/system") and shutil.which("systemd-run") is not None
+
+
+def sandbox_argv(sandbox, python, env):
+    """systemd-run as the unit will run: its user, environment and sandbox properties.
+
+    The release's env file is read by systemd as the unit does; before it is written (check
+    mode) its variables are passed one by one. Writable paths that do not exist yet (check
+    mode on a fresh host) are marked optional ("-"), where the unit would have them."""
+    argv = ["systemd-run", "--quiet", "--wait", "--pipe", "--collect",
+            "--service-type=exec", "-p", "Environment=PYTHONUNBUFFERED=1"]
+    for key, prop in (("user", "User"), ("group", "Group")):
+        if sandbox.get(key):
+            argv += ["-p", f"{prop}={sandbox[key]}"]
+    env_file = sandbox.get("env_file")
+    if env_file and os.path.exists(env_file):
+        argv += ["-p", f"EnvironmentFile={env_file}"]
+    else:
+        for name, value in sorted(env.items()):
+            argv += ["-p", f"Environment={name}={value}"]
+    for line in sandbox.get("properties") or []:
+        key, _unused, value = str(line).partition("=")
+        if key in ("ReadWritePaths", "ReadOnlyPaths"):
+            value = " ".join(p if p.startswith("-") else "-" + p for p in value.split())
+        argv += ["-p", f"{key}={value}"]
+    return argv + ["--", python]
+
+
+def sandbox_refusal(sandbox):
+    """Why the sandbox cannot be entered here (None when it can)."""
+    if not systemd_running():
+        return "systemd is not running here"
+    for key, lookup in (("user", pwd.getpwnam), ("group", grp.getgrnam)):
+        name = sandbox.get(key)
+        if name:
+            try:
+                lookup(name)
+            except KeyError:
+                return f"the service {key} {name} does not exist yet (check mode on a new host)"
+    return None
+
+
+def resolve(params):
+    started = time.monotonic()
+    venv = params["venv"]
+    python = os.path.join(venv, "bin", "python")
+    out = {"ran": False, "reason": None, "sglang_version": None, "entry": None, "resolved": None,
+           "changes": [], "error": None, "unknown_flags": [], "log": [], "stubbed": {},
+           "sandbox": {"used": False, "how": None}, "gpus": None}
+    if not os.access(python, os.X_OK):
+        out["reason"] = f"no Python at {python}: the ml-env does not exist"
+        return out
+    gpus = params.get("gpus") or host_gpus(params.get("nvidia_smi") or "nvidia-smi")
+    if not gpus:
+        out["reason"] = ("no GPU to describe: nvidia-smi lists none here and no gpus "
+                         "description was given (sglang_gpus)")
+        return out
+    out["gpus"] = gpus
+    request = {"gpus": gpus}
+    config = params.get("config_path")
+    if config and os.path.exists(config):
+        request["config_path"] = config
+    else:
+        # JSON is YAML: SGLang's --config reader takes it as it is.
+        request["config_text"] = json.dumps(params.get("args") or {})
+    stdin = json.dumps(request) + "\n" + inspect.getsource(sglang_probe)
+
+    sandbox = params.get("sandbox") or {}
+    release_env = {k: str(v) for k, v in (params.get("env") or {}).items()}
+    env = dict(os.environ)
+    refusal = sandbox_refusal(sandbox) if sandbox else "no sandbox asked for"
+    if refusal is None:
+        argv = sandbox_argv(sandbox, python, release_env)
+        out["sandbox"] = {"used": True, "how": "systemd-run as "
+                          f"{sandbox.get('user') or 'root'} with the unit's properties"}
+    else:
+        argv = [python]
+        env.update(release_env)
+        out["sandbox"]["how"] = f"unsandboxed: {refusal}"
+    argv += ["-c", sglang_probe.BOOTSTRAP]
+    with tempfile.TemporaryFile() as errors:
+        try:
+            proc = subprocess.run(argv, input=stdin, stdout=subprocess.PIPE, stderr=errors,
+                                  text=True, timeout=params.get("timeout") or 600, env=env,
+                                  cwd="/", check=False)
+        except subprocess.TimeoutExpired:
+            out["reason"] = f"SGLang's resolution did not finish within {params.get('timeout')} s"
+            return out
+        except OSError as exc:
+            out["reason"] = f"could not start {argv[0]}: {exc}"
+            return out
+        errors.seek(0)
+        tail = errors.read().decode("utf-8", "replace").strip().splitlines()[-15:]
+    try:
+        report = json.loads(proc.stdout)
+    except ValueError:
+        out["reason"] = (f"the resolution exited {proc.returncode} without a report: "
+                         + (" | ".join(tail[-5:]) or "no output"))
+        return out
+    out.update({k: report.get(k, out.get(k)) for k in (
+        "sglang_version", "entry", "resolved", "changes", "error", "unknown_flags", "log",
+        "stubbed", "driver", "known_flags", "torch", "uid")})
+    error = report.get("error") or {}
+    if error.get("stage") == "import":
+        # SGLang could not even be imported: nothing SGLang said about the arguments.
+        out["reason"] = f"sglang could not be imported: {error.get('type')}: {error.get('message')}"
+        out["import_error"], out["error"] = error, None
+    else:
+        out["ran"] = True
+    out["stderr_tail"] = tail
+    out["elapsed_s"] = round(time.monotonic() - started, 2)
+    return out
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "venv": {"type": "path", "required": True},
+            "config_path": {"type": "path"},
+            "args": {"type": "dict", "default": {}},
+            "gpus": {"type": "dict", "default": {}},
+            "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
+            "sandbox": {"type": "dict", "default": {}},
+            "env": {"type": "dict", "default": {}},
+            "timeout": {"type": "int", "default": 600},
+        },
+        supports_check_mode=True,
+    )
+    problem = check_gpus(module.params["gpus"]) if module.params["gpus"] else None
+    if problem:
+        module.fail_json(msg=f"sglang_gpus: {problem}")
+    module.exit_json(changed=False, **resolve(module.params))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+#!/usr/bin/python
+# Copyright: sglang-deploy contributors
+# SPDX-License-Identifier: Apache-2.0
+"""Is the service as the inventory renders it? One read-only round trip for a no-change run."""
+
+DOCUMENTATION = r"""
+module: sglang_service_state
+short_description: Compare the SGLang service's files, account and systemd state with what a deploy would make
+description:
+  - Read-only. Compares, in one call, what the service part of a deploy would write or start
+    with what the host has, and says what differs. A deploy that finds nothing different (and
+    the same installed versions and release) can skip straight to proving that the server serves.
+  - Compared are the content, owner, group and mode of each file in O(files) (the systemd unit,
+    the API keys' file), the owner, group and mode of each directory in O(directories), the
+    service account and its groups (O(user)), and the unit's systemd state (active, enabled,
+    no pending daemon-reload).
+  - File contents are compared by sha256. The controller sends the digest of what it would
+    write (C(files[].sha256)), never the content, so a key file's content never reaches the
+    host's logs.
+version_added: "0.1.0"
+author:
+  - sglang-deploy maintainers (@sglang-deploy)
+options:
+  service:
+    description: Name of the systemd unit, without C(.service).
+    type: str
+    required: true
+  files:
+    description: Files the deploy writes (C(state=present)) or removes (C(state=absent)).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path: {description: Path on the host., type: path, required: true}
+      sha256: {description: sha256 hex digest of the expected content., type: str, default: ""}
+      state: {description: Whether the file must exist., type: str, choices: [present, absent], default: present}
+      owner: {description: Expected owner name., type: str, default: root}
+      group: {description: Expected group name., type: str, default: root}
+      mode: {description: Expected mode as an octal string., type: str, default: "0644"}
+  directories:
+    description: Directories the deploy creates.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path: {description: Path on the host., type: path, required: true}
+      owner: {description: Expected owner name., type: str, required: true}
+      group: {description: Expected group name., type: str, required: true}
+      mode: {description: Expected mode as an octal string., type: str, required: true}
+  user:
+    description:
+      - The service account (C(name), C(group), and C(groups) it must belong to when the host
+        has them). Empty when the service runs as root.
+    type: dict
+    default: {}
+"""
+
+EXAMPLES = r"""
+- name: Read whether the service part of a deploy would change anything
+  sglang.deploy.sglang_service_state:
+    service: sglang
+    files:
+      - path: /etc/systemd/system/sglang.service
+        sha256: "{{ lookup('ansible.builtin.template', 'sglang.service.j2') | hash('sha256') }}"
+    directories:
+      - {path: /opt/sglang/cache, owner: sglang, group: sglang, mode: "0750"}
+    user: {name: sglang, group: sglang, groups: [video, render]}
+  register: state
+"""
+
+RETURN = r"""
+unchanged:
+  description: True when nothing compared differs.
+  type: bool
+  returned: always
+differences:
+  description: What differs, one line each (paths and names, never contents).
+  type: list
+  elements: str
+  returned: always
+systemd:
+  description: The unit's C(ActiveState), C(UnitFileState) and C(NeedDaemonReload).
+  type: dict
+  returned: always
+"""
+
+import grp
+import hashlib
+import os
+import pwd
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def _owner_group_mode(st):
+    try:
+        owner = pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        owner = str(st.st_uid)
+    try:
+        group = grp.getgrgid(st.st_gid).gr_name
+    except KeyError:
+        group = str(st.st_gid)
+    return owner, group, "%04o" % stat.S_IMODE(st.st_mode)
+
+
+def _attributes(path, st, want):
+    found = _owner_group_mode(st)
+    expected = (want["owner"], want["group"], "%04o" % int(want["mode"], 8))
+    names = ("owner", "group", "mode")
+    return [f"{path}: {name} {have} (want {need})"
+            for name, have, need in zip(names, found, expected) if have != need]
+
+
+def file_differences(want):
+    """What differs between a file on the host and the file a deploy writes."""
+    path = want["path"]
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return [] if want["state"] == "absent" else [f"{path}: missing"]
+    if want["state"] == "absent":
+        return [f"{path}: present (a deploy removes it)"]
+    if not stat.S_ISREG(st.st_mode):
+        return [f"{path}: not a regular file"]
+    with open(path, "rb") as fh:
+        digest = hashlib.sha256(fh.read()).hexdigest()
+    found = [] if digest == want["sha256"] else [f"{path}: content differs"]
+    return found + _attributes(path, st, want)
+
+
+def directory_differences(want):
+    path = want["path"]
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return [f"{path}: missing"]
+    if not stat.S_ISDIR(st.st_mode):
+        return [f"{path}: not a directory"]
+    return _attributes(path, st, want)
+
+
+def user_differences(user):
+    if not user:
+        return []
+    name, group = user.get("name", ""), user.get("group", "")
+    found = []
+    try:
+        grp.getgrnam(group)
+    except KeyError:
+        found.append(f"group {group}: missing")
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        return found + [f"user {name}: missing"]
+    try:
+        if grp.getgrgid(entry.pw_gid).gr_name != group:
+            found.append(f"user {name}: primary group is not {group}")
+    except KeyError:
+        found.append(f"user {name}: primary group {entry.pw_gid} does not exist")
+    for extra in user.get("groups") or []:
+        try:
+            members = grp.getgrnam(extra).gr_mem
+        except KeyError:
+            continue  # a device group this host does not have: the deploy skips it too
+        if name not in members:
+            found.append(f"user {name}: not in group {extra}")
+    return found
+
+
+def systemd_state(module, service):
+    """{ActiveState, UnitFileState, NeedDaemonReload} of the unit, read in one systemctl call."""
+    rc, out, err = module.run_command(
+        ["systemctl", "show", "--property=ActiveState,UnitFileState,NeedDaemonReload",
+         "--", service + ".service"])
+    if rc != 0:
+        return {"error": (err or out).strip()[:500]}
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def systemd_differences(state, service):
+    if "error" in state:
+        return [f"{service}: systemctl show failed: {state['error']}"]
+    found = []
+    if state.get("ActiveState") != "active":
+        found.append(f"{service}: {state.get('ActiveState', 'unknown')}, not active")
+    if state.get("UnitFileState") != "enabled":
+        found.append(f"{service}: {state.get('UnitFileState', 'unknown')}, not enabled")
+    if state.get("NeedDaemonReload") == "yes":
+        found.append(f"{service}: the unit changed on disk since systemd read it")
+    return found
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "service": {"type": "str", "required": True},
+            "files": {"type": "list", "elements": "dict", "default": [], "options": {
+                "path": {"type": "path", "required": True},
+                "sha256": {"type": "str", "default": ""},
+                "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+                "owner": {"type": "str", "default": "root"},
+                "group": {"type": "str", "default": "root"},
+                "mode": {"type": "str", "default": "0644"},
+            }},
+            "directories": {"type": "list", "elements": "dict", "default": [], "options": {
+                "path": {"type": "path", "required": True},
+                "owner": {"type": "str", "required": True},
+                "group": {"type": "str", "required": True},
+                "mode": {"type": "str", "required": True},
+            }},
+            "user": {"type": "dict", "default": {}},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    differences = []
+    try:
+        for want in p["files"]:
+            differences += file_differences(want)
+        for want in p["directories"]:
+            differences += directory_differences(want)
+    except (OSError, ValueError) as exc:
+        module.fail_json(msg=f"cannot read what the deploy would write: {exc}")
+    differences += user_differences(p["user"])
+    state = systemd_state(module, p["service"])
+    differences += systemd_differences(state, p["service"])
+    module.exit_json(changed=False, unchanged=not differences, differences=differences,
+                     systemd=state)
+
+
+if __name__ == "__main__":
+    main()
