@@ -172,6 +172,7 @@ import zipfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_pip import check as check_packages
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import systemd_version
 
 CUDA_LINE = re.compile(r"^cuda\s*(?::\s*[^=]+)?=\s*['\"]([0-9.]+)['\"]", re.M)
 # Hardening settings that older systemd mishandles on a GPU host: (setting, first good
@@ -253,7 +254,6 @@ def read_facts(p, missing=()):
     if wheel_cuda:
         # The wheel is what the install puts in place: it decides.
         cuda, source = wheel_cuda, wheel
-    systemd = _run(["systemctl", "--version"])
     include = _run([p["python"], "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"])
     try:
         with open("/proc/modules", encoding="utf-8") as handle:
@@ -270,7 +270,7 @@ def read_facts(p, missing=()):
         "cc": shutil.which("cc") or shutil.which("gcc"),
         "python_h": bool(include) and os.path.exists(os.path.join(include.strip(), "Python.h")),
         "nvcc": nvcc[0] if nvcc else None,
-        "systemd": (version_tuple(systemd.split("\n", 1)[0]) or (0,))[0] if systemd else None,
+        "systemd": systemd_version(),
         "disk": [dict(d, free_gb=_free_gb(d["path"]))
                  for d in disk_needs(p["disk"], missing)],
     }

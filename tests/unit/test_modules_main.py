@@ -110,7 +110,7 @@ def test_host_prereqs_refuses_a_disk_entry_bound_to_an_unknown_requirement(tmp_p
 
 def test_journal_quotes_the_lines_of_this_invocation(tmp_path, monkeypatch):
     fake_bin(tmp_path, monkeypatch,
-             systemctl="echo abc123",
+             systemctl="echo InvocationID=abc123",
              journalctl="echo 'Capture cuda graph begin. This can take up to several minutes.'")
     result, code = run("sglang_journal", {"unit": "sglang.service"})
     assert code == 0, result
