@@ -179,7 +179,6 @@ repaired:
 
 import contextlib
 import datetime
-import fcntl
 import hashlib
 import json
 import os
@@ -188,6 +187,7 @@ import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import flock_guard, write_atomic
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import redact_env_text
 
 MANIFEST = "manifest.json"
@@ -267,28 +267,16 @@ def read_manifest(base_dir, release):
 
 def _write_atomic(path, text, mode=0o644, prefix=".manifest."):
     """Replace `path` whole; on any failure (ENOSPC...) no temp file is left behind."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=prefix)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, text, mode, prefix)
 
 
 def _write_json_atomic(path, data):
     _write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-@contextlib.contextmanager
 def _serialised(base_dir):
     """Activations and status changes of one base dir happen one at a time (flock)."""
-    with open(os.path.join(base_dir, ".release.lock"), "a", encoding="utf-8") as guard:
-        fcntl.flock(guard, fcntl.LOCK_EX)
-        yield
+    return flock_guard(os.path.join(base_dir, ".release.lock"))
 
 
 def _now():
