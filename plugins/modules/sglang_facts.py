@@ -45,6 +45,11 @@ options:
     description: nvidia-smi command.
     type: str
     default: nvidia-smi
+notes:
+  - Not a builtin because of fewer round trips and no equivalent; one call reads what would
+    take a dozen tasks (stat, slurp of config.json, three nvidia-smi runs, systemctl show,
+    the port's holders in /proc), and no builtin reads the installed SGLang's sources with
+    C(ast).
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """

@@ -75,6 +75,10 @@ options:
             C(gb) counts as 0.
         type: str
         default: ''
+notes:
+  - Not a builtin because of fewer round trips; the driver, torch's CUDA, nvidia-uvm, the
+    toolchain, nvcc, systemd, free disk and the missing requirements are read and judged in
+    one call instead of a task each.
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """

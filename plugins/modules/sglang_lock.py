@@ -45,6 +45,9 @@ options:
     description: Clear a stale lock and take it.
     type: bool
     default: false
+notes:
+  - Not a builtin because there is no equivalent; no builtin takes an exclusive lock
+    atomically (link(2) under an flock) and reports or breaks a stale one.
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """

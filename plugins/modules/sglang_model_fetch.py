@@ -66,6 +66,11 @@ options:
     description: C(resume) of the call before (internal).
     type: dict
     default: {}
+notes:
+  - Not a builtin because there is no equivalent and it carries a secret; a detached
+    download that outlives the module calls, with a free-space check and progress in slices;
+    the hub token reaches the worker only through its environment, never an argument or a
+    log.
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """

@@ -76,6 +76,11 @@ options:
     description: Admin key, only redacted from RV(server_answers) (never sent).
     type: str
     default: ''
+notes:
+  - Not a builtin because of fewer round trips and secrets; M(ansible.builtin.uri) with
+    retries could poll C(/health) but not prove a token, watch the unit and its start-up
+    stages, quote the journal on failure and read C(/server_info) in the same call; the API
+    keys never appear in the result.
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """

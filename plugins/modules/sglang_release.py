@@ -81,6 +81,10 @@ options:
     description: Other releases (failed, never proven) kept by C(state=cleanup).
     type: int
     default: 3
+notes:
+  - Not a builtin because there is no equivalent; community.general.deploy_helper lays out
+    C(releases/) and C(current) but knows nothing of content hashes, release status, drift
+    repair or the rollback target.
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """

@@ -59,6 +59,10 @@ options:
     description: Seconds the resolution may take (it imports torch and transformers).
     type: int
     default: 600
+notes:
+  - Not a builtin because there is no equivalent; it runs SGLang's own argument resolution,
+    traced, in the ml-env's Python (optionally in the unit's sandbox through systemd-run),
+    without a GPU.
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """

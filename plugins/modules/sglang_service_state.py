@@ -18,6 +18,10 @@ description:
     write (C(files[].sha256)), never the content, so a key file's content never reaches the
     host's logs.
 version_added: "0.1.0"
+notes:
+  - Not a builtin because of fewer round trips and secrets; files, directories, the account
+    and the unit's systemd state are compared in one call instead of a stat, getent or
+    systemd task each; the controller sends digests, never the keys file's content.
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 options:

@@ -66,6 +66,10 @@ options:
     description: Seconds per request.
     type: float
     default: 300
+notes:
+  - Not a builtin because there is no equivalent; it streams concurrent completions and
+    measures TTFT, TPOT, tokens/s and the accept length as sglang.bench_serving defines
+    them.
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """

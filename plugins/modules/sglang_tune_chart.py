@@ -24,6 +24,9 @@ options:
     description: Path of the PNG.
     type: path
     required: true
+notes:
+  - Not a builtin because there is no equivalent; no builtin draws a chart, and
+    M(ansible.builtin.copy) writes text content, not a PNG built on the controller.
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """
