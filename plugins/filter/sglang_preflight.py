@@ -201,7 +201,7 @@ def source_view(args):
         "max_running_requests": int_arg(args, "max-running-requests"),
         "attention_backend": args.get("attention-backend"),
         "cuda_graph_max_bs_decode": int_arg(args, "cuda-graph-max-bs-decode",
-                                         args.get("cuda-graph-max-bs")),
+                                            args.get("cuda-graph-max-bs")),
         "custom_all_reduce": not truthy(args.get("disable-custom-all-reduce")),
     }
 

@@ -9,6 +9,7 @@ from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_effective imp
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_expect import check_expect, speculative_diffs
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
 
+
 def _graph_check(setting, actual, level, predicted):
     """One CUDA graph: the server's answer against the operator's level and the prediction."""
     status, reason = "ok", f"server resolved {actual}"
