@@ -31,34 +31,47 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        options = self._task.args
-        module = options.get("module")
-        args = options.get("args") or {}
-        if not isinstance(module, str) or not module or not isinstance(args, dict):
-            raise AnsibleActionFail("sglang_progress needs module (a name) and args (a mapping)")
-        try:
-            slice_s = float(options.get("slice", 15))
-            heartbeat = float(options.get("heartbeat", 60))
-        except (TypeError, ValueError) as exc:
-            raise AnsibleActionFail(f"sglang_progress: slice and heartbeat are seconds ({exc})")
-        if slice_s <= 0:
-            raise AnsibleActionFail("sglang_progress: slice must be more than 0 seconds")
+        module, args, slice_s, heartbeat = _options(self._task.args)
         host = task_vars.get("inventory_hostname", "?") if task_vars else "?"
         resume, shown = {}, time.monotonic()
         while True:
             out = self._execute_module(
                 module_name=module, task_vars=task_vars,
                 module_args={**args, "slice": slice_s, "resume": resume})
-            for line in out.get("progress") or []:
-                display.display(f"{host}: {line}")
-                shown = time.monotonic()
+            shown = _show(host, out, shown, heartbeat)
             if out.get("failed") or not out.get("pending"):
                 break
-            if out.get("status") and time.monotonic() - shown >= heartbeat:
-                display.display(f"{host}: {out['status']}")
-                shown = time.monotonic()
             resume = out.get("resume") or {}
         for key in INTERNAL:
             out.pop(key, None)
         result.update(out)
         return result
+
+
+def _options(options):
+    """(module, args, slice seconds, heartbeat seconds) of the task, checked."""
+    module = options.get("module")
+    args = options.get("args") or {}
+    if not isinstance(module, str) or not module or not isinstance(args, dict):
+        raise AnsibleActionFail("sglang_progress needs module (a name) and args (a mapping)")
+    try:
+        slice_s = float(options.get("slice", 15))
+        heartbeat = float(options.get("heartbeat", 60))
+    except (TypeError, ValueError) as exc:
+        raise AnsibleActionFail(f"sglang_progress: slice and heartbeat are seconds ({exc})")
+    if slice_s <= 0:
+        raise AnsibleActionFail("sglang_progress: slice must be more than 0 seconds")
+    return module, args, slice_s, heartbeat
+
+
+def _show(host, out, shown, heartbeat):
+    """Display a slice's progress lines, or its status once `heartbeat` seconds passed in
+    silence while it is still pending; returns when something was last shown."""
+    for line in out.get("progress") or []:
+        display.display(f"{host}: {line}")
+        shown = time.monotonic()
+    if out.get("pending") and not out.get("failed") and out.get("status") \
+            and time.monotonic() - shown >= heartbeat:
+        display.display(f"{host}: {out['status']}")
+        shown = time.monotonic()
+    return shown

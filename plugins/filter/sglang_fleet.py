@@ -25,20 +25,23 @@ def sglang_fleet_outcomes(hosts, hostvars):
     return out
 
 
+def _fleet_row(result, outcomes):
+    """host, release it serves, status, sglang version, this run: one host's loop result."""
+    host = str(result.get("item"))
+    if result.get("failed") or result.get("unreachable"):
+        return (host, "?", "unknown", "?", f"unreadable: {result.get('msg', '')}"[:80])
+    current = result.get("current") or ""
+    release = next((r for r in result.get("releases") or [] if r.get("id") == current), {})
+    return (host, current or "(none)", release.get("status", "-"),
+            release.get("sglang_version", "-"), outcomes.get(host, "-"))
+
+
 def sglang_fleet_table(results, outcomes):
     """Lines of a table: host, release it serves, status, sglang version, this run."""
     if not isinstance(results, list) or not isinstance(outcomes, dict):
         raise AnsibleFilterError("sglang_fleet_table: expected the loop results and outcomes")
     rows = [("host", "serves release", "status", "sglang", "this run")]
-    for result in results:
-        host = str(result.get("item"))
-        if result.get("failed") or result.get("unreachable"):
-            rows.append((host, "?", "unknown", "?", f"unreadable: {result.get('msg', '')}"[:80]))
-            continue
-        current = result.get("current") or ""
-        release = next((r for r in result.get("releases") or [] if r.get("id") == current), {})
-        rows.append((host, current or "(none)", release.get("status", "-"),
-                     release.get("sglang_version", "-"), outcomes.get(host, "-")))
+    rows += [_fleet_row(result, outcomes) for result in results]
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     # Ids are a per-host timestamp plus the content hash: hosts deployed in different batches

@@ -11,18 +11,19 @@ import os
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
-from ansible_collections.sglang.deploy.plugins.filter.sglang_preflight import _int, _tp_gpus, local_tp
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_gpus import local_tp, tp_gpus
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_values import int_arg
 
 
 def _gpus(facts, args, env):
-    tp = _int(args, "tp-size", 1)
+    tp = int_arg(args, "tp-size", 1)
     if tp is None or tp < 1:
         return [f"tp-size: {tp} is not a tensor-parallel size; set tp-size to 1 or more "
                 "(sglang_server_args or the profile)"]
     local = local_tp(args)  # one model over several nodes: this node's ranks
     if not (facts.get("gpus") or {}).get("present"):
         return []  # preflight reports a host without GPU facts; nothing to count here
-    indices, why = _tp_gpus(facts, env, local)
+    indices, why = tp_gpus(facts, env, local)
     if why:
         return [f"sglang_env: {why}; fix CUDA_VISIBLE_DEVICES"]
     if local > len(indices):
@@ -57,20 +58,23 @@ def _port(facts, service):
     port = facts.get("port") or {}
     if not port.get("listening"):
         return []
-    mine = f"{service}.service"
-    others = [h for h in port.get("holders") or [] if h.get("unit") != mine]
-    if port.get("holders") and not others:
-        return []  # this service, on a re-run
-    unit = facts.get("service") or {}
-    if not port.get("holders") and unit.get("active") and port.get("uids") == [unit.get("uid")]:
-        # Holders unreadable (no CAP_SYS_PTRACE): a socket of the running service's user, on
-        # a port nobody else can hold while it runs, is taken to be this service's.
+    others = [h for h in port.get("holders") or [] if h.get("unit") != f"{service}.service"]
+    if _held_by_this_service(port, others, facts.get("service") or {}):
         return []
     who = "; ".join(f"pid {h['pid']} ({h.get('command') or '?'}"
                     + (f", {h['unit']}" if h.get("unit") else "") + ")" for h in others)
     return [f"sglang_port: {port['port']} is already held by "
             f"{who or 'a process of uid ' + ','.join(map(str, port.get('uids') or ['?']))}"
             "; choose another sglang_port or stop it"]
+
+
+def _held_by_this_service(port, others, unit):
+    if port.get("holders") and not others:
+        return True  # this service, on a re-run
+    # Holders unreadable (no CAP_SYS_PTRACE): a socket of the running service's user, on
+    # a port nobody else can hold while it runs, is taken to be this service's.
+    return not port.get("holders") and bool(unit.get("active")) \
+        and port.get("uids") == [unit.get("uid")]
 
 
 def sglang_host_inputs(facts, args, env=None, service="sglang", fetching=False):
@@ -100,6 +104,19 @@ def sglang_fetch_plan(fetch, model_path="", model_revision="", env=None):
     if unknown:
         raise AnsibleFilterError(f"sglang_model_fetch: unknown keys {unknown}; known: "
                                  f"{sorted(FETCH_KEYS)}")
+    repo, revision = _fetch_source(fetch)
+    _fetch_target(model_path, model_revision)
+    patterns = fetch.get("allow_patterns") or []
+    if not isinstance(patterns, list) or not all(isinstance(p, str) and p for p in patterns):
+        raise AnsibleFilterError("sglang_model_fetch.allow_patterns must be a list of globs, "
+                                 "e.g. ['*.json', '*.safetensors', 'tokenizer*']")
+    offline = fetch.get("offline", str((env or {}).get("HF_HUB_OFFLINE", "")) in ("1", "true"))
+    return {"repo": repo, "revision": revision, "allow_patterns": patterns,
+            "offline": bool(offline), **_fetch_numbers(fetch)}
+
+
+def _fetch_source(fetch):
+    """(repo, revision): a hub id pinned to a full commit."""
     repo, revision = str(fetch.get("repo") or ""), str(fetch.get("revision") or "")
     if repo.count("/") != 1 or repo.startswith(("/", ".", "~")) or " " in repo:
         raise AnsibleFilterError(f"sglang_model_fetch.repo {repo!r} is not a hub id: give "
@@ -109,6 +126,11 @@ def sglang_fetch_plan(fetch, model_path="", model_revision="", env=None):
             f"sglang_model_fetch.revision {revision!r} is not a commit: pin the full 40-character "
             f"commit hash (the hub's 'Files' tab, or `hf repo info {repo}`), so that every host "
             "and every re-run fetches the same weights")
+    return repo, revision
+
+
+def _fetch_target(model_path, model_revision):
+    """sglang_model_path a directory of its own; no sglang_model_revision beside a fetch."""
     path = str(model_path or "")
     if not os.path.isabs(path) or os.path.normpath(path) in ("/", "/srv", "/opt", "/root"):
         raise AnsibleFilterError(
@@ -118,10 +140,9 @@ def sglang_fetch_plan(fetch, model_path="", model_revision="", env=None):
         raise AnsibleFilterError(
             "sglang_model_revision is for a hub id SGLang downloads itself; with "
             "sglang_model_fetch the directory is the revision: leave sglang_model_revision empty")
-    patterns = fetch.get("allow_patterns") or []
-    if not isinstance(patterns, list) or not all(isinstance(p, str) and p for p in patterns):
-        raise AnsibleFilterError("sglang_model_fetch.allow_patterns must be a list of globs, "
-                                 "e.g. ['*.json', '*.safetensors', 'tokenizer*']")
+
+
+def _fetch_numbers(fetch):
     numbers = {}
     for key, default in (("min_free_gb", 10), ("timeout", 14400)):
         value = fetch.get(key, default)
@@ -129,9 +150,7 @@ def sglang_fetch_plan(fetch, model_path="", model_revision="", env=None):
             raise AnsibleFilterError(f"sglang_model_fetch.{key} must be a number >= 0, "
                                      f"not {value!r}")
         numbers[key] = value
-    offline = fetch.get("offline", str((env or {}).get("HF_HUB_OFFLINE", "")) in ("1", "true"))
-    return {"repo": repo, "revision": revision, "allow_patterns": patterns,
-            "offline": bool(offline), **numbers}
+    return numbers
 
 
 class FilterModule:

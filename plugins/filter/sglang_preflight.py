@@ -11,14 +11,14 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_effective import sglang_effective
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_expect import check_expect, speculative_diffs
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_gpus import local_tp, tp_gpus
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_values import int_arg, truthy
 
-LEVELS = ("required", "auto", "off")
-EXPECT_KEYS = {"decode_cuda_graph", "prefill_cuda_graph", "custom_all_reduce", "nccl_p2p",
-               "speculative", "tp_size", "max_running_requests", "attention_backend"}
 MODEL_CONFIG = "sglang/srt/configs/model_config.py"
 CHANGE_KEYS = ("field", "asked", "resolved", "file", "line", "function")
-SPEC_KEYS = {"algorithm", "num_steps", "eagle_topk", "num_draft_tokens"}
 # nvidia-smi's codes for a path between two devices.
 NVLINK = re.compile(r"^NV\d+$")
 PCIE = {"PIX", "PXB", "PHB", "NODE", "SYS", "SOC"}
@@ -79,79 +79,6 @@ def nvidia_topology(topo_text, p2p_text=None):
         _unused, p2p = _pairs(p2p_text)
         result["p2p"] = p2p
     return result
-
-
-# ---- expectations -------------------------------------------------------------------------
-GRAPH_KEYS = ("decode_cuda_graph", "prefill_cuda_graph", "custom_all_reduce", "nccl_p2p")
-# Before SGLang split its graphs per phase the prefill graph was the "piecewise" one.
-ALIASES = {"piecewise_cuda_graph": "prefill_cuda_graph"}
-
-
-def _check_expect(expect):
-    """sglang_expect with old names renamed, levels defaulted, each value checked."""
-    expect = _expect_renamed(dict(expect or {}))
-    unknown = sorted(set(expect) - EXPECT_KEYS)
-    if unknown:
-        raise AnsibleFilterError(
-            f"sglang_expect: unknown keys {unknown}; allowed: {sorted(EXPECT_KEYS)}")
-    expect.update(_expect_levels(expect))
-    _expect_speculative(expect.get("speculative"))
-    for key in ("tp_size", "max_running_requests"):
-        _expect_positive(key, expect.get(key))
-    _expect_backend(expect.get("attention_backend"))
-    return expect
-
-
-def _expect_renamed(expect):
-    for old, new in ALIASES.items():
-        if old in expect:
-            if new in expect and expect[new] != expect[old]:
-                raise AnsibleFilterError(
-                    f"sglang_expect: {old} is the old name of {new}; set only {new}")
-            expect[new] = expect.pop(old)
-    return expect
-
-
-def _expect_levels(expect):
-    levels = {key: expect.get(key, "auto") for key in GRAPH_KEYS}
-    for key, value in levels.items():
-        if value not in LEVELS:
-            raise AnsibleFilterError(
-                f"sglang_expect.{key}: {value!r} is not one of {', '.join(LEVELS)}")
-    return levels
-
-
-def _expect_speculative(spec):
-    if spec is not None and (not isinstance(spec, dict) or set(spec) - SPEC_KEYS):
-        raise AnsibleFilterError(
-            f"sglang_expect.speculative: a mapping of {sorted(SPEC_KEYS)}, got {spec!r}")
-
-
-def _expect_positive(key, value):
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise AnsibleFilterError(f"sglang_expect.{key}: a positive integer, got {value!r}")
-
-
-def _expect_backend(backend):
-    if backend is not None and (not isinstance(backend, str) or not backend):
-        raise AnsibleFilterError(
-            f"sglang_expect.attention_backend: a backend name such as flashinfer, got {backend!r}")
-
-
-def _truthy(value):
-    return value is True or str(value).lower() in ("1", "true", "yes")
-
-
-def _int(args, name, default=None):
-    value = args.get(name, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-        raise AnsibleFilterError(f"--{name}: {value!r} is not an integer")
-    try:
-        return int(value)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise AnsibleFilterError(f"--{name}: {value!r} is not an integer") from exc
 
 
 def _judge(level, on, what):
@@ -216,8 +143,6 @@ def _logged(resolution, *words):
 
 def resolved_view(resolved):
     """The rows' values from SGLang's resolved fields (any 0.5.x shape)."""
-    from ansible_collections.sglang.deploy.plugins.filter.sglang_verify import sglang_effective
-
     effective = sglang_effective(resolved)
     prefill = effective.get("prefill_cuda_graph")
     return {
@@ -248,7 +173,7 @@ def _phase_off(args, phase):
     if phase == "prefill":
         flags.append("disable-piecewise-cuda-graph")
     for flag in flags:
-        if _truthy(args.get(flag)):
+        if truthy(args.get(flag)):
             return f"--{flag} is set in the release"
     if str(args.get(f"cuda-graph-backend-{phase}", "")).lower() == "disabled":
         return f"--cuda-graph-backend-{phase} disabled is set in the release"
@@ -265,52 +190,23 @@ def source_view(args):
     algo = args.get("speculative-algorithm")
     spec = None
     if algo:
-        spec = {"algorithm": str(algo).upper(), "num_steps": _int(args, "speculative-num-steps"),
-                "eagle_topk": _int(args, "speculative-eagle-topk"),
-                "num_draft_tokens": _int(args, "speculative-num-draft-tokens")}
+        spec = {"algorithm": str(algo).upper(), "num_steps": int_arg(args, "speculative-num-steps"),
+                "eagle_topk": int_arg(args, "speculative-eagle-topk"),
+                "num_draft_tokens": int_arg(args, "speculative-num-draft-tokens")}
     return {
         "decode_cuda_graph": False if decode_off else True,
         "prefill_cuda_graph": False if prefill_off else None,
         "speculative": spec,
-        "tp_size": _int(args, "tp-size", 1) or 1,
-        "max_running_requests": _int(args, "max-running-requests"),
+        "tp_size": int_arg(args, "tp-size", 1) or 1,
+        "max_running_requests": int_arg(args, "max-running-requests"),
         "attention_backend": args.get("attention-backend"),
-        "cuda_graph_max_bs_decode": _int(args, "cuda-graph-max-bs-decode",
-                                         args.get("cuda-graph-max-bs")),
-        "custom_all_reduce": not _truthy(args.get("disable-custom-all-reduce")),
+        "cuda_graph_max_bs_decode": int_arg(args, "cuda-graph-max-bs-decode",
+                                            args.get("cuda-graph-max-bs")),
+        "custom_all_reduce": not truthy(args.get("disable-custom-all-reduce")),
     }
 
 
 # ---- the verdict --------------------------------------------------------------------------
-def _tp_gpus(facts, env, tp):
-    """nvidia-smi indices of the GPUs the TP ranks use (first tp of CUDA_VISIBLE_DEVICES)."""
-    gpus = facts.get("gpus") or {}
-    indices = [d["index"] for d in gpus.get("devices") or []]
-    visible = env.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and str(visible).strip() != "":
-        chosen = []
-        for item in str(visible).split(","):
-            item = item.strip()
-            if item.isdigit() and int(item) in indices:
-                chosen.append(int(item))
-            elif item.isdigit():
-                return None, f"CUDA_VISIBLE_DEVICES names GPU {item}, which nvidia-smi does not list"
-            else:
-                return None, f"CUDA_VISIBLE_DEVICES entry {item!r} is not an index this check reads"
-        indices = chosen
-    return indices, None
-
-
-def local_tp(args):
-    """Tensor-parallel ranks on this node: --tp-size over --nnodes."""
-    tp, nnodes = _int(args, "tp-size", 1) or 1, _int(args, "nnodes", 1) or 1
-    if tp % nnodes:
-        raise AnsibleFilterError(
-            f"tp-size {tp} is not a multiple of nnodes {nnodes} (the hosts of sglang_nodes_group): "
-            "each node runs tp-size / nnodes ranks")
-    return tp // nnodes
-
-
 class Verdict:
     """One run of the checks: the inputs, and one method per row."""
 
@@ -328,9 +224,9 @@ class Verdict:
         self.view = resolved_view(self.resolution["resolved"]) if self.by_sglang \
             else source_view(args)
         self.import_must_work = import_must_work
-        self.total_tp = self.view["tp_size"] or _int(args, "tp-size", 1) or 1
+        self.total_tp = self.view["tp_size"] or int_arg(args, "tp-size", 1) or 1
         self.tp = local_tp({**args, "tp-size": self.total_tp})
-        self.tp_gpus, self.tp_why = _tp_gpus(facts, env, self.tp) if self.gpus.get("present") \
+        self.tp_gpus, self.tp_why = tp_gpus(facts, env, self.tp) if self.gpus.get("present") \
             else (None, None)
 
     @property
@@ -468,16 +364,17 @@ class Verdict:
         predicted, wanted = self.view["speculative"], self.expect.get("speculative")
         if wanted is None and not predicted:
             return None
-        said = "resolved" if self.by_sglang else "release has"
-        diffs = [f"{k}: expected {wanted[k]}, {said} {(predicted or {}).get(k)}"
-                 for k in sorted(wanted or {})
-                 if str(wanted[k]).upper() != str((predicted or {}).get(k)).upper()]
+        diffs = speculative_diffs(wanted, predicted, "resolved" if self.by_sglang else "release has")
         if self.by_sglang:
             detail = "; ".join(_changed(self.resolution, "speculative_algorithm",
                                         "speculative_num_steps", "speculative_eagle_topk",
                                         "speculative_num_draft_tokens")) or self.how
             return _row("speculative", wanted, predicted, "fail" if diffs else "ok",
                         "; ".join(diffs) or detail)
+        return self._unresolved_speculative_row(wanted, predicted, diffs)
+
+    @staticmethod
+    def _unresolved_speculative_row(wanted, predicted, diffs):
         # Unresolved, an algorithm may be an alias SGLang maps (NEXTN is EAGLE in 0.5.x):
         # only SGLang can say, so a different name is unknown, not wrong.
         named = [d for d in diffs if d.startswith("algorithm:")]
@@ -568,7 +465,7 @@ def sglang_preflight(facts, args, env=None, expect=None, strict=False, resolutio
     if not isinstance(facts, dict) or not isinstance(args, dict):
         raise AnsibleFilterError("sglang_preflight: facts and args must be mappings")
     env = dict(env or {})
-    expect = _check_expect(expect)
+    expect = check_expect(expect)
     v = Verdict(facts, args, env, expect, resolution, import_must_work)
     rows = [v.resolution_row(), v.tp_row(), v.decode_row(), v.prefill_row(),
             *_topology_checks(facts, args, env, expect, v.tp, v.tp_gpus,
@@ -577,12 +474,21 @@ def sglang_preflight(facts, args, env=None, expect=None, strict=False, resolutio
             v.value_row("max_running_requests", "--max-running-requests", "the cap"),
             v.value_row("attention_backend", "--attention-backend", "the backend"),
             v.flags_row(args_check), _exposure(args, bool(api_key_set))]
-    rows = [r for r in rows if r]
-    if strict:
-        for row in rows:
-            if row["status"] == "warn":
-                row["status"] = "fail"
-                row["evidence"] += " (strict: warnings fail)"
+    rows = _strict([r for r in rows if r]) if strict else [r for r in rows if r]
+    return _verdict(v, rows)
+
+
+def _strict(rows):
+    """Every warning a failure (sglang_expect_strict)."""
+    for row in rows:
+        if row["status"] == "warn":
+            row["status"] = "fail"
+            row["evidence"] += " (strict: warnings fail)"
+    return rows
+
+
+def _verdict(v, rows):
+    """The filter's answer from the checks (`v`) and their rows."""
     failures = [r for r in rows if r["status"] == "fail"]
     warnings = [r for r in rows if r["status"] == "warn"]
     error = v.error
@@ -624,7 +530,7 @@ def _topology_checks(facts, args, env, expect, tp, tp_gpus, car_on):
                 _row("nccl_p2p", expect["nccl_p2p"], "unknown", "warn", reason)]
     paths = _tp_paths(topo, (tp_gpus or [])[:tp], facts, env)
     return [_custom_all_reduce_row(expect["custom_all_reduce"], paths, car_on,
-                                   _truthy(args.get("enable-p2p-check"))),
+                                   truthy(args.get("enable-p2p-check"))),
             _nccl_p2p_row(expect["nccl_p2p"], paths)]
 
 
@@ -752,10 +658,8 @@ def sglang_described_gpus(description):
 class FilterModule:
     def filters(self):
         return {
-            "nvidia_topology": own_errors(nvidia_topology),
             "sglang_preflight": own_errors(sglang_preflight),
-            "sglang_expect_check": own_errors(_check_expect),
+            "sglang_expect_check": own_errors(check_expect),
             "sglang_preflight_table": own_errors(sglang_preflight_table),
-            "sglang_changes_table": own_errors(sglang_changes_table),
             "sglang_described_gpus": own_errors(sglang_described_gpus),
         }

@@ -11,11 +11,12 @@ import re
 import yaml
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_cache_env import unit_cache_env
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
-from ansible_collections.sglang.deploy.plugins.filter.sglang_caches import sglang_unit_cache_env
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_hosts import advertised_address, bracketed
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_values import ARG_NAME, plain
 
 
-ARG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Anything that ends up in a unit or environment file: no C0/C1 control character (newline,
 # carriage return, NUL, tab, ESC...) nor Unicode line/paragraph separator; systemd splits
@@ -42,30 +43,13 @@ ROLE_OWNED = {
 API_KEY = re.compile(r"^[A-Za-z0-9._~+/=-]{16,512}$")
 
 
-def _plain(value):
-    """Native Python types: ansible-core 2.19 hands filters tagged str/int/dict subclasses."""
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, dict):
-        return {_plain(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
 def sglang_line(value, where):
     """The one check for a value that lands in a unit or environment file; returns its text.
 
     Refuses any control character (a trailing newline too) by position, never quoting the
     value (it may be a token).
     """
-    text = str(_plain(value))
+    text = str(plain(value))
     bad = CONTROL.search(text)
     if bad:
         raise AnsibleFilterError(
@@ -99,7 +83,7 @@ def sglang_unit_check(settings):
     *_path / sglang_venv absolute paths, sglang_service_name a unit name, the rest single
     lines. Returns the mapping unchanged.
     """
-    settings = _plain(settings)
+    settings = plain(settings)
     if not isinstance(settings, dict):
         raise AnsibleFilterError("sglang_unit_check takes a mapping of variable names to values")
     for name, value in settings.items():
@@ -146,9 +130,9 @@ def _owned(dashed, where):
 def _scalar(value, where, name):
     if isinstance(value, (dict, list)):
         # SGLang's config file JSON-encodes dict values (0.5.16+); lists are nargs flags.
-        return _plain(value)
+        return plain(value)
     if value is None or isinstance(value, (str, int, float, bool)):
-        return _plain(value)
+        return plain(value)
     raise AnsibleFilterError(f"{where}: {name}: unsupported value {value!r}")
 
 
@@ -185,13 +169,13 @@ def sglang_server_config(profile, overrides=None, model_path="", model_revision=
     port = _port(port)
 
     model = profile["model"]
-    merged = {"model-path": _plain(model_path or model["path"])}
+    merged = {"model-path": plain(model_path or model["path"])}
     revision = model_revision or model.get("revision")
     if revision:
-        merged["revision"] = _plain(revision)
+        merged["revision"] = plain(revision)
     if model.get("served_model_name"):
-        merged["served-model-name"] = _plain(model["served_model_name"])
-    merged["host"] = _plain(host)
+        merged["served-model-name"] = plain(model["served_model_name"])
+    merged["host"] = plain(host)
     merged["port"] = port
 
     for where, source in (("sglang_profile.args", profile.get("args") or {}),
@@ -251,7 +235,7 @@ def _check_speculative(args):
 def sglang_config_yaml(args):
     """The release's config.yaml: dashed keys, stable order, for `--config PATH`."""
     header = "# Rendered by sglang-deploy. Passed to SGLang as --config PATH; edit the inventory.\n"
-    return header + yaml.safe_dump(_plain(dict(args)), default_flow_style=False, sort_keys=False)
+    return header + yaml.safe_dump(plain(dict(args)), default_flow_style=False, sort_keys=False)
 
 
 def sglang_env_merge(profile, overrides=None):
@@ -283,7 +267,7 @@ def sglang_expect_merge(profile, overrides=None):
             merged.pop(key, None)
         else:
             merged[key] = value
-    return _plain(merged)
+    return plain(merged)
 
 
 def sglang_env_file(env):
@@ -335,39 +319,45 @@ def sglang_unit_hardening(hardening, paths=(), cache_dir="", read_write_paths=()
 
     ProtectHome is derived unless set: "yes" when the ml-env, model and base directory all
     live outside /root and /home, else "read-only". With any hardening every cache SGLang and
-    its kernels write (sglang_caches.py: SGLang, its JIT, Triton, Inductor, CUDA, TileLang,
+    its kernels write (plugin_utils/sglang_cache_env.py: SGLang, its JIT, Triton, Inductor, CUDA, TileLang,
     FlashInfer, the hub) is moved to `cache_dir`, the one writable place next to
     `read_write_paths`.
     """
-    hardening = {} if hardening is None else _plain(hardening)
+    hardening = {} if hardening is None else plain(hardening)
     if not isinstance(hardening, dict):
         raise AnsibleFilterError("sglang_service_hardening must be a mapping of unit settings")
-    lines = []
-    for key, value in hardening.items():
-        _named(key, UNIT_KEY, "sglang_service_hardening", "a systemd setting name")
-        if key in UNIT_OWNED:
-            raise AnsibleFilterError(
-                f"sglang_service_hardening: {key} is written by the role; "
-                + ("use sglang_service_read_write_paths" if key == "ReadWritePaths"
-                   else "set it through the role's own variables"))
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            value = "yes" if value else "no"
-        if isinstance(value, (dict, list)):
-            raise AnsibleFilterError(f"sglang_service_hardening.{key}: a single-line value")
-        lines.append(f"{key}={sglang_line(value, f'sglang_service_hardening.{key}')}")
+    lines = [line for line in (_hardening_line(key, value) for key, value in hardening.items())
+             if line]
     if not lines:
         return []
     if "ProtectHome" not in hardening:
         home = "read-only" if any(_under(p, HOME_DIRS) for p in paths if p) else "yes"
         lines.append(f"ProtectHome={home}")
+    return lines + _writable_lines(cache_dir, read_write_paths) + unit_cache_env(cache_dir)
+
+
+def _writable_lines(cache_dir, read_write_paths):
     writable = [str(p) for p in [cache_dir, *(read_write_paths or [])] if p]
     for path in writable:
         _unit_path(path, "sglang_service_read_write_paths")
-    if writable:
-        lines.append("ReadWritePaths=" + " ".join(writable))
-    return lines + sglang_unit_cache_env(cache_dir)
+    return ["ReadWritePaths=" + " ".join(writable)] if writable else []
+
+
+def _hardening_line(key, value):
+    """`Key=value` for one sandboxing setting; None for a null value (the setting left out)."""
+    _named(key, UNIT_KEY, "sglang_service_hardening", "a systemd setting name")
+    if key in UNIT_OWNED:
+        raise AnsibleFilterError(
+            f"sglang_service_hardening: {key} is written by the role; "
+            + ("use sglang_service_read_write_paths" if key == "ReadWritePaths"
+               else "set it through the role's own variables"))
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        value = "yes" if value else "no"
+    if isinstance(value, (dict, list)):
+        raise AnsibleFilterError(f"sglang_service_hardening.{key}: a single-line value")
+    return f"{key}={sglang_line(value, f'sglang_service_hardening.{key}')}"
 
 
 NCCL_ENV = re.compile(r"(NCCL|GLOO|UCX|TP_SOCKET)_[A-Z0-9_]+")
@@ -381,8 +371,8 @@ def sglang_multinode(hosts, host, hostvars, port=50000, nccl_env=None):
     ansible_host or name). `nccl_env` is this host's NCCL_*/GLOO_* variables (per-host
     interface names and HCAs).
     """
-    hosts = [str(h) for h in _plain(hosts or [])]
-    nccl_env = _plain(nccl_env or {})
+    hosts = [str(h) for h in plain(hosts or [])]
+    nccl_env = plain(nccl_env or {})
     if not isinstance(nccl_env, dict):
         raise AnsibleFilterError("sglang_nccl_env must be a mapping of NCCL_*/GLOO_* variables")
     for name, value in nccl_env.items():
@@ -398,7 +388,7 @@ def sglang_multinode(hosts, host, hostvars, port=50000, nccl_env=None):
         raise AnsibleFilterError(
             f"sglang_nodes_group: {host} is not in the group it names ({', '.join(hosts)})")
     port = _port(port, "sglang_dist_init_port")
-    address = sglang_advertised_address(hosts[0], hostvars)
+    address = advertised_address(hosts[0], hostvars)
     rank = hosts.index(host)
     return {"nnodes": len(hosts), "node_rank": rank, "rank0": hosts[0], "env": env,
             "args": {"nnodes": len(hosts), "node-rank": rank,
@@ -410,7 +400,7 @@ def sglang_secrets_json(api_key="", admin_api_key=""):
     secrets = {}
     for variable, arg, value in (("sglang_api_key", "api-key", api_key),
                                  ("sglang_admin_api_key", "admin-api-key", admin_api_key)):
-        value = _plain(value)
+        value = plain(value)
         if value in (None, ""):
             continue
         if not isinstance(value, str) or not API_KEY.fullmatch(value):
@@ -425,25 +415,13 @@ def sglang_secrets_json(api_key="", admin_api_key=""):
     return json.dumps(secrets, indent=2, sort_keys=True) + "\n"
 
 
-def _bracketed(address):
-    """An address as a URL's host part: IPv6 literals in brackets."""
-    address = str(address)
-    return f"[{address}]" if ":" in address and not address.startswith("[") else address
-
-
-def sglang_advertised_address(host, hostvars):
-    """Where other hosts reach `host`: its sglang_advertise_host, ansible_host or name."""
-    facts = hostvars[host]
-    return _bracketed(facts.get("sglang_advertise_host") or facts.get("ansible_host") or host)
-
-
 def sglang_connect_host(host):
     """Where a client on the host itself reaches a server bound to `host`."""
     if host in ("0.0.0.0", "", None):
         return "127.0.0.1"
     if host in ("::", "[::]"):
         return "[::1]"
-    return _bracketed(host)
+    return bracketed(host)
 
 
 class FilterModule:

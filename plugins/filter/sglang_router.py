@@ -8,7 +8,8 @@ import re
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
-from ansible_collections.sglang.deploy.plugins.filter.sglang_render import ARG_NAME, _plain, sglang_advertised_address
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_hosts import advertised_address
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_values import ARG_NAME, plain
 
 # Arguments the role sets from its own variables (or, for the key, through stdin).
 OWNED = {"host": "sglang_router_host", "port": "sglang_router_port",
@@ -22,11 +23,11 @@ SAFE_TOKEN = re.compile(r"^[][A-Za-z0-9_./:@,=+-]+$")
 def sglang_router_worker_url(host, hostvars):
     """http://<sglang_advertise_host, ansible_host or the name>:<sglang_port> of a replica."""
     port = hostvars[host].get("sglang_port") or 30000
-    return f"http://{sglang_advertised_address(host, hostvars)}:{int(port)}"
+    return f"http://{advertised_address(host, hostvars)}:{int(port)}"
 
 
 def _token(value, where):
-    value = str(_plain(value))
+    value = str(plain(value))
     if not SAFE_TOKEN.match(value):
         # ExecStart= is split by systemd, which also expands % and $: keep tokens plain.
         raise AnsibleFilterError(
@@ -37,7 +38,7 @@ def _token(value, where):
 def sglang_router_argv(workers, host="127.0.0.1", port=30000, policy="cache_aware",
                        prometheus_host="127.0.0.1", prometheus_port=29000, extra=None):
     """The router's arguments as a list of tokens (its api key is never one of them)."""
-    workers = _plain(workers or [])
+    workers = plain(workers or [])
     if not workers:
         raise AnsibleFilterError(
             "sglang_router_replica_group: no replica in the inventory group; put the SGLang "
@@ -48,7 +49,7 @@ def sglang_router_argv(workers, host="127.0.0.1", port=30000, policy="cache_awar
             "--prometheus-host", _token(prometheus_host, "sglang_router_prometheus_host"),
             "--prometheus-port", _token(prometheus_port, "sglang_router_prometheus_port"),
             "--worker-urls", *[_token(w, "worker URL") for w in workers]]
-    extra = _plain(extra or {})
+    extra = plain(extra or {})
     if not isinstance(extra, dict):
         raise AnsibleFilterError("sglang_router_args must be a mapping of router arguments")
     for name, value in extra.items():

@@ -5,100 +5,56 @@ import math
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_effective import sglang_effective
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_expect import check_expect, speculative_diffs
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
 
-SPEC_FIELDS = {"algorithm": "speculative_algorithm", "num_steps": "speculative_num_steps",
-               "eagle_topk": "speculative_eagle_topk",
-               "num_draft_tokens": "speculative_num_draft_tokens"}
+
+def _graph_check(setting, actual, level, predicted):
+    """One CUDA graph: the server's answer against the operator's level and the prediction."""
+    status, reason = "ok", f"server resolved {actual}"
+    if actual is None:
+        status, reason = "warn", "this version's /server_info does not say"
+    elif level == "required" and actual != "on":
+        status, reason = "fail", f"required by sglang_expect, but the server resolved {actual}"
+    elif level == "off" and actual != "off":
+        status, reason = "fail", f"sglang_expect says off, but the server resolved {actual}"
+    elif predicted.get(setting) not in (None, "unknown") and predicted[setting] != actual:
+        status = "warn"
+        reason = f"preflight predicted {predicted[setting]}, the server resolved {actual}"
+    return {"setting": setting, "expected": level, "predicted": predicted.get(setting),
+            "actual": actual, "status": status, "reason": reason}
 
 
-def sglang_effective(info):
-    """One view of /server_info (0.5.16+ cuda_graph_config, or the <= 0.5.12 flags)."""
-    if not isinstance(info, dict):
-        raise AnsibleFilterError("sglang_effective: /server_info did not answer a JSON object")
-    config = info.get("cuda_graph_config")
-    if isinstance(config, dict):
-        decode = config.get("decode") or {}
-        prefill = config.get("prefill") or {}
-        decode_backend = decode.get("backend")
-        prefill_backend = prefill.get("backend")
-        decode_on = decode_backend not in (None, "disabled")
-        prefill_on = prefill_backend not in (None, "disabled")
-        max_bs = decode.get("max_bs")
-        shape = "cuda_graph_config (0.5.16+)"
-    else:
-        decode_on = not info.get("disable_cuda_graph", False)
-        decode_backend = "full" if decode_on else "disabled"
-        if "disable_piecewise_cuda_graph" in info:
-            prefill_on = decode_on and not info["disable_piecewise_cuda_graph"]
-        elif "enable_piecewise_cuda_graph" in info:  # 0.5.4 - 0.5.9: opt-in
-            prefill_on = decode_on and bool(info["enable_piecewise_cuda_graph"])
-        else:
-            prefill_on = None
-        prefill_backend = None if prefill_on is None else ("piecewise" if prefill_on else "disabled")
-        max_bs = info.get("cuda_graph_max_bs")
-        shape = "legacy flags (<= 0.5.12)"
-    speculative = None
-    if info.get("speculative_algorithm"):
-        speculative = {k: info.get(v) for k, v in SPEC_FIELDS.items()}
-        speculative["algorithm"] = str(speculative["algorithm"]).upper()
-    accepts = [s.get("avg_spec_accept_length") for s in info.get("internal_states") or []
-               if isinstance(s, dict) and s.get("avg_spec_accept_length") is not None]
-    return {
-        "version": info.get("version"),
-        "shape": shape,
-        "tp_size": info.get("tp_size"),
-        "decode_cuda_graph": "on" if decode_on else "off",
-        "decode_backend": decode_backend,
-        "decode_max_bs": max_bs,
-        "prefill_cuda_graph": None if prefill_on is None else ("on" if prefill_on else "off"),
-        "prefill_backend": prefill_backend,
-        "speculative": speculative,
-        "accept_length": round(sum(accepts) / len(accepts), 3) if accepts else None,
-        "launch_command": info.get("launch_command"),
-    }
+def _tp_check(effective, expect, predicted):
+    expected = expect.get("tp_size", predicted.get("tp_size"))
+    ok = expected is None or effective.get("tp_size") == expected
+    return {"setting": "tp_size", "expected": expected, "predicted": predicted.get("tp_size"),
+            "actual": effective.get("tp_size"), "status": "ok" if ok else "fail",
+            "reason": "as expected" if ok else "the server runs another tp size"}
+
+
+def _speculative_check(effective, expect, predicted):
+    """None when speculative decoding is neither expected nor running."""
+    wanted, actual = expect.get("speculative"), effective.get("speculative")
+    if wanted is None and not actual:
+        return None
+    diffs = speculative_diffs(wanted, actual, "server resolved")
+    return {"setting": "speculative", "expected": wanted,
+            "predicted": predicted.get("speculative"), "actual": actual,
+            "status": "fail" if diffs else "ok", "reason": "; ".join(diffs) or "as expected"}
 
 
 def sglang_verify(effective, preflight, expect=None):
     """{ok, checks, failures, warnings}: a required setting that did not resolve fails; a
     resolved value that differs from the prediction is reported with both values."""
-    # One reading of sglang_expect (old names too); imported here: preflight imports this file.
-    from ansible_collections.sglang.deploy.plugins.filter.sglang_preflight import _check_expect
-
-    expect = _check_expect(expect)
+    expect = check_expect(expect)
     predicted = {r["name"]: r["predicted"] for r in (preflight or {}).get("rows", [])}
-    checks = []
-    for setting in ("decode_cuda_graph", "prefill_cuda_graph"):
-        actual = effective.get(setting)
-        level = expect.get(setting, "auto")
-        status, reason = "ok", f"server resolved {actual}"
-        if actual is None:
-            status, reason = "warn", "this version's /server_info does not say"
-        elif level == "required" and actual != "on":
-            status, reason = "fail", f"required by sglang_expect, but the server resolved {actual}"
-        elif level == "off" and actual != "off":
-            status, reason = "fail", f"sglang_expect says off, but the server resolved {actual}"
-        elif predicted.get(setting) not in (None, "unknown") and predicted[setting] != actual:
-            status = "warn"
-            reason = f"preflight predicted {predicted[setting]}, the server resolved {actual}"
-        checks.append({"setting": setting, "expected": level, "predicted": predicted.get(setting),
-                       "actual": actual, "status": status, "reason": reason})
-    tp_expected = expect.get("tp_size", predicted.get("tp_size"))
-    tp_ok = tp_expected is None or effective.get("tp_size") == tp_expected
-    checks.append({"setting": "tp_size", "expected": tp_expected,
-                   "predicted": predicted.get("tp_size"), "actual": effective.get("tp_size"),
-                   "status": "ok" if tp_ok else "fail",
-                   "reason": "as expected" if tp_ok else "the server runs another tp size"})
-    wanted = expect.get("speculative")
-    actual_spec = effective.get("speculative")
-    if wanted is not None or actual_spec:
-        diffs = [f"{k}: expected {wanted[k]}, server resolved {(actual_spec or {}).get(k)}"
-                 for k in sorted(wanted or {})
-                 if str(wanted[k]).upper() != str((actual_spec or {}).get(k)).upper()]
-        checks.append({"setting": "speculative", "expected": wanted,
-                       "predicted": predicted.get("speculative"), "actual": actual_spec,
-                       "status": "fail" if diffs else "ok",
-                       "reason": "; ".join(diffs) or "as expected"})
+    checks = [_graph_check(setting, effective.get(setting), expect.get(setting, "auto"), predicted)
+              for setting in ("decode_cuda_graph", "prefill_cuda_graph")]
+    checks.append(_tp_check(effective, expect, predicted))
+    checks.append(_speculative_check(effective, expect, predicted))
+    checks = [c for c in checks if c]
     failures = [f"{c['setting']}: {c['reason']}" for c in checks if c["status"] == "fail"]
     warnings = [f"{c['setting']}: {c['reason']}" for c in checks if c["status"] == "warn"]
     return {"ok": not failures, "checks": checks, "failures": failures, "warnings": warnings,
@@ -207,28 +163,40 @@ def _positive(value):
     return number if math.isfinite(number) and number > 0 else None
 
 
+def _mapping(value):
+    return value if isinstance(value, dict) else {}
+
+
+def _bandwidth(bandwidth_gbs, name):
+    """The GB/s of the longest key of sglang_gpu_bandwidth_gbs found in the GPU's name."""
+    table = {str(k).lower(): _positive(v) for k, v in _mapping(bandwidth_gbs).items()}
+    return next((v for k, v in sorted(table.items(), key=lambda kv: -len(kv[0]))
+                 if k in name.lower()), None)
+
+
+def _first_level_tok_s(smoke):
+    levels = smoke.get("levels") if isinstance(smoke.get("levels"), list) else []
+    first = levels[0] if levels and isinstance(levels[0], dict) else {}
+    return _positive(first.get("decode_tok_s_per_user"))
+
+
 def sglang_ceiling(facts, smoke, tp_size, bandwidth_gbs):
     """The bandwidth-bound decode ceiling and the measured fraction of it.
 
     Each decode step reads every weight once; with tensor parallel each GPU reads its share:
     steps/s <= bandwidth / (weight bytes / tp). Times the accept length gives tokens/s.
     """
-    facts = facts if isinstance(facts, dict) else {}
-    smoke = smoke if isinstance(smoke, dict) else {}
-    gpus = facts.get("gpus") if isinstance(facts.get("gpus"), dict) else {}
-    model = facts.get("model") if isinstance(facts.get("model"), dict) else {}
-    weight_bytes = _positive(model.get("weight_bytes"))
-    devices = gpus.get("devices") if isinstance(gpus.get("devices"), list) else []
-    names = [str(d.get("name", "")) for d in devices if isinstance(d, dict)]
+    facts, smoke = _mapping(facts), _mapping(smoke)
+    weight_bytes = _positive(_mapping(facts.get("model")).get("weight_bytes"))
+    devices = _mapping(facts.get("gpus")).get("devices")
+    names = [str(d.get("name", "")) for d in devices if isinstance(d, dict)] \
+        if isinstance(devices, list) else []
     if not names:
         return {"known": False, "reason": "no GPU facts on this host"}
     if not weight_bytes:
         return {"known": False, "reason": "the checkpoint's weight files were not found"}
-    table = {str(k).lower(): _positive(v) for k, v in (bandwidth_gbs or {}).items()} \
-        if isinstance(bandwidth_gbs, dict) else {}
     name = names[0]
-    bandwidth = next((v for k, v in sorted(table.items(), key=lambda kv: -len(kv[0]))
-                      if k in name.lower()), None)
+    bandwidth = _bandwidth(bandwidth_gbs, name)
     if not bandwidth:
         return {"known": False, "reason": f"no positive memory bandwidth known for {name}: add "
                                           "it (GB/s) to sglang_gpu_bandwidth_gbs"}
@@ -236,9 +204,7 @@ def sglang_ceiling(facts, smoke, tp_size, bandwidth_gbs):
     steps = bandwidth * 1e9 / (weight_bytes / tp)
     accept = _positive(smoke.get("accept_length")) or 1.0
     ceiling = steps * accept
-    levels = smoke.get("levels") if isinstance(smoke.get("levels"), list) else []
-    first = levels[0] if levels and isinstance(levels[0], dict) else {}
-    measured = _positive(first.get("decode_tok_s_per_user"))
+    measured = _first_level_tok_s(smoke)
     return {"known": True, "gpu": name, "bandwidth_gbs": bandwidth,
             "weight_gb_per_gpu": round(weight_bytes / tp / 1e9, 2),
             "steps_per_s": round(steps, 1), "accept_length": accept,

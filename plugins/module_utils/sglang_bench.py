@@ -24,6 +24,34 @@ def _percentile(values, pct):
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
+def _events(resp, check):
+    """The payload of each `data:` line of a server-sent event stream, up to [DONE] or its end."""
+    while True:
+        check()
+        line = resp.readline(1024 * 1024)
+        if not line:
+            return
+        line = line.strip()
+        if not line.startswith(b"data:"):
+            continue
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            return
+        yield data
+
+
+def _outcome(ttft, tokens, latency, api_key):
+    """The result of a stream that ended: a failure unless it streamed text and usage."""
+    if ttft is None:
+        return {"ok": False, "error": "no token was streamed"}
+    if tokens is None:
+        return {"ok": False, "error": "the stream carried no usage (completion_tokens)"}
+    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1:
+        return {"ok": False, "error": f"usage.completion_tokens {excerpt(tokens, [api_key], 40)} "
+                                      "is not a positive integer"}
+    return {"ok": True, "ttft_s": ttft, "latency_s": latency, "tokens": tokens}
+
+
 def stream_one(url, body, api_key=None, timeout=300.0):
     """POST one streamed request; return {ok, ttft_s, latency_s, tokens, error}.
 
@@ -40,17 +68,7 @@ def stream_one(url, body, api_key=None, timeout=300.0):
             if resp.status != 200:
                 return {"ok": False, "error": f"HTTP {resp.status}: "
                                               f"{excerpt(resp.read(4096), [api_key])}"}
-            while True:
-                check()
-                line = resp.readline(1024 * 1024)
-                if not line:
-                    break
-                line = line.strip()
-                if not line.startswith(b"data:"):
-                    continue
-                data = line[5:].strip()
-                if data == b"[DONE]":
-                    break
+            for data in _events(resp, check):
                 try:
                     chunk = json.loads(data)
                 except ValueError:
@@ -68,14 +86,7 @@ def stream_one(url, body, api_key=None, timeout=300.0):
         raise  # a wrong key fails every request: the caller stops
     except HttpError as exc:
         return {"ok": False, "error": str(exc)}
-    if ttft is None:
-        return {"ok": False, "error": "no token was streamed"}
-    if tokens is None:
-        return {"ok": False, "error": "the stream carried no usage (completion_tokens)"}
-    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1:
-        return {"ok": False, "error": f"usage.completion_tokens {excerpt(tokens, [api_key], 40)} "
-                                      "is not a positive integer"}
-    return {"ok": True, "ttft_s": ttft, "latency_s": latency, "tokens": tokens}
+    return _outcome(ttft, tokens, latency, api_key)
 
 
 def _has_text(chunk):

@@ -15,16 +15,28 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import time
 
 MARKER = ".sglang-fetch.json"
 
 
 def write_json(path, data):
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle)
-    os.replace(tmp, path)
+    """Replace the state file whole (the module reads it at any time) through a temp file made
+    safely beside it; this worker runs outside Ansible, so os.replace, not atomic_move."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                               prefix=f".{os.path.basename(path)}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def present_bytes(local_dir, files):

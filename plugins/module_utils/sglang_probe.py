@@ -401,6 +401,11 @@ def plain(value, depth=0):
         return {str(k): plain(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
         return [plain(v, depth + 1) for v in value]
+    return _record(value, depth)
+
+
+def _record(value, depth):
+    """A dataclass, an enum member or a msgspec struct as plain data, else its repr."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: plain(getattr(value, f.name), depth + 1)
                 for f in dataclasses.fields(value)}
@@ -561,6 +566,24 @@ def error_report(exc, tracer, parser_errors=()):
 
 
 # ---- main ---------------------------------------------------------------------------------
+def _config_path(request, workdir):
+    """The release's config file, or one written from the request's text."""
+    config = request.get("config_path")
+    if not config:
+        config = os.path.join(workdir, "config.yaml")
+        with open(config, "w", encoding="utf-8") as handle:
+            handle.write(request.get("config_text") or "")
+    return config
+
+
+def _failed_stage(stage, tracer):
+    """Where SGLang raised: before 0.5.19 resolution runs while prepare_server_args builds
+    the record, so a raise in "parse" after the record was traced is a resolution error."""
+    if stage == "parse" and tracer is not None and tracer.asked is not None:
+        return "resolve"
+    return stage
+
+
 def probe(request, out):
     started = time.monotonic()
     workdir = tempfile.mkdtemp(prefix="sglang-resolve-")
@@ -578,11 +601,7 @@ def probe(request, out):
     if not report["driver"]:
         sys.meta_path.insert(0, finder)
     tracer = None
-    config = request.get("config_path")
-    if not config:
-        config = os.path.join(workdir, "config.yaml")
-        with open(config, "w", encoding="utf-8") as handle:
-            handle.write(request.get("config_text") or "")
+    config = _config_path(request, workdir)
     argv = ["--config", config] + list(request.get("extra_argv") or [])
     stage = "import"
     log = LogCapture(lambda: tracer)
@@ -616,10 +635,8 @@ def probe(request, out):
             start_tracing(args)  # what was asked is the parsed record
             args.resolve_once()
         names = field_names(type(args))
-        if hasattr(args, "resolved_dict"):
-            resolved = {k: plain(v) for k, v in args.resolved_dict().items()}
-        else:
-            resolved = snapshot(args, names)
+        resolved = {k: plain(v) for k, v in args.resolved_dict().items()} \
+            if hasattr(args, "resolved_dict") else snapshot(args, names)
         asked = tracer.asked if tracer.asked is not None else {}
         report["asked"], report["resolved"] = asked, resolved
         report["changes"] = changes(asked, resolved, tracer.events,
@@ -628,9 +645,7 @@ def probe(request, out):
         if isinstance(exc, KeyboardInterrupt):
             raise
         report["error"] = error_report(exc, tracer or Tracer(None), parser_errors)
-        # Before 0.5.19 resolution runs while prepare_server_args builds the record.
-        report["error"]["stage"] = "resolve" if stage == "parse" and tracer is not None \
-            and tracer.asked is not None else stage
+        report["error"]["stage"] = _failed_stage(stage, tracer)
     report["stubbed"] = finder.stubbed
     report["log"] = log.records
     report["elapsed_s"] = round(time.monotonic() - started, 2)

@@ -143,27 +143,31 @@ def sibling_rules(path, function, target="disable_piecewise_cuda_graph"):
     SGLang puts the architecture rule beside others (speculative decoding, DP attention,
     pipeline parallelism...). Returns [{"line", "condition"}] as source text.
     """
-    if not function:
+    node = _function_node(_parse(path), function) if function else None
+    if node is None:
         return []
-    tree = _parse(path)
-    parts = function.split(".")
+    return [{"line": child.lineno, "condition": ast.unparse(child.test)}
+            for child in ast.walk(node) if isinstance(child, ast.If)
+            for stmt in child.body if _sets_true(stmt, target)]
+
+
+def _function_node(tree, function):
+    """The class, function or method named by the dotted `function` in `tree`, or None."""
     node = tree
-    for part in parts:
+    for part in function.split("."):
         node = next((c for c in ast.iter_child_nodes(node)
                      if isinstance(c, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
                      and c.name == part), None)
         if node is None:
-            return []
-    rules = []
-    for child in ast.walk(node):
-        if not isinstance(child, ast.If):
-            continue
-        for stmt in child.body:
-            if (isinstance(stmt, ast.Assign) and any(
-                    isinstance(t, ast.Attribute) and t.attr == target for t in stmt.targets)
-                    and isinstance(stmt.value, ast.Constant) and stmt.value.value is True):
-                rules.append({"line": child.lineno, "condition": ast.unparse(child.test)})
-    return rules
+            return None
+    return node
+
+
+def _sets_true(stmt, target):
+    """`self.<target> = True` (any object's attribute)."""
+    return (isinstance(stmt, ast.Assign)
+            and any(isinstance(t, ast.Attribute) and t.attr == target for t in stmt.targets)
+            and isinstance(stmt.value, ast.Constant) and stmt.value.value is True)
 
 
 def blacklist_facts(site):

@@ -4,11 +4,12 @@ A 27B model takes minutes to start: one deadline for everything cannot tell a sl
 from a hung CUDA graph capture. The milestones below are the lines SGLang 0.5.23 logs on its
 way up (earlier releases log the same, or the alternative given); each has its own deadline,
 counted from the milestone before it. A milestone SGLang skips (no CUDA graph when disabled)
-counts as passed once a later one shows. Standard library only.
+counts as passed once a later one shows. The journal is read through sglang_systemd.
 """
 
 import re
-import subprocess
+
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import invocation_journal
 
 # (name, patterns): the first line matching a pattern marks the milestone as reached.
 MILESTONES = [
@@ -47,14 +48,8 @@ def reached_index(lines):
 def invocation_lines(unit):
     """A reader of the journal lines of `unit`'s current invocation (this start only)."""
     def read():
-        invocation = subprocess.run(
-            ["systemctl", "show", unit, "-p", "InvocationID", "--value"],
-            capture_output=True, text=True, check=False).stdout.strip()
-        if not invocation:
-            return []
-        return subprocess.run(
-            ["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "--no-pager", "-o", "cat"],
-            capture_output=True, text=True, check=False).stdout.splitlines()
+        invocation, lines = invocation_journal(unit)
+        return lines if invocation else []
     return read
 
 

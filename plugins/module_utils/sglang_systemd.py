@@ -1,5 +1,9 @@
-"""What systemd and the journal say about a unit: standard library only."""
+"""What systemd and the journal say about a unit: the one place modules run systemctl and
+journalctl. Every call is bounded in time, a unit name is checked before use and passed after
+`--` (never read as an option), and output is decoded leniently (a journal line in another
+encoding must not crash a module). Standard library only."""
 
+import re
 import subprocess
 
 # systemctl and journalctl answer in well under a second; a hung one must not hang the play.
@@ -9,10 +13,13 @@ COMMAND_TIMEOUT = 30
 def _run(argv):
     """(stdout, error text or None) of a systemd command, bounded in time."""
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False,
-                              timeout=COMMAND_TIMEOUT)
+        proc = subprocess.run(argv, capture_output=True, text=True, encoding="utf-8",
+                              errors="replace", check=False, timeout=COMMAND_TIMEOUT)
     except (OSError, subprocess.SubprocessError) as exc:
         return "", f"{argv[0]}: {exc}"
+    if proc.returncode != 0:
+        return proc.stdout or "", (proc.stderr or proc.stdout or "").strip() \
+            or f"{argv[0]} exited {proc.returncode}"
     return proc.stdout or "", (proc.stderr or None) if not proc.stdout else None
 
 
@@ -24,13 +31,17 @@ def unit_name_error(unit):
     return None
 
 
+def show(unit, properties):
+    """({property: value}, error text or None) of `systemctl show -p ... -- unit`."""
+    if unit_name_error(unit):
+        return {}, unit_name_error(unit)
+    out, error = _run(["systemctl", "show", "-p", ",".join(properties), "--", unit])
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line), error
+
+
 def unit_state(unit):
     """Return {ActiveState, SubState, Result, NRestarts} of a unit (and `error` if unreadable)."""
-    if unit_name_error(unit):
-        return {"NRestarts": 0, "error": unit_name_error(unit)}
-    out, error = _run(["systemctl", "show", "-p", "ActiveState,SubState,Result,NRestarts",
-                       "--", unit])
-    state = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    state, error = show(unit, ["ActiveState", "SubState", "Result", "NRestarts"])
     restarts = state.get("NRestarts") or "0"
     state["NRestarts"] = int(restarts) if restarts.isdigit() else 0
     if error and "ActiveState" not in state:
@@ -49,12 +60,17 @@ def journal_tail(unit, lines=40):
 
 def invocation_journal(unit):
     """(invocation id, its journal lines) of the unit's current run; ("", [reason]) without."""
-    if unit_name_error(unit):
-        return "", [unit_name_error(unit)]
-    out, error = _run(["systemctl", "show", "-p", "InvocationID", "--value", "--", unit])
-    invocation = out.strip()
+    state, error = show(unit, ["InvocationID"])
+    invocation = (state.get("InvocationID") or "").strip()
     if not invocation:
         return "", [error or "no current invocation"]
     out, error = _run(["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "--no-pager",
                        "-o", "cat"])
     return invocation, out.splitlines()
+
+
+def systemd_version():
+    """systemd's major version (252 on Debian 12), None when systemctl does not answer."""
+    out, _error = _run(["systemctl", "--version"])
+    found = re.match(r"systemd (\d+)", out)
+    return int(found.group(1)) if found else None

@@ -30,6 +30,11 @@ options:
     description: Seconds the parser may take (it imports torch).
     type: int
     default: 120
+notes:
+  - Not a builtin only weakly; M(ansible.builtin.command) could run C(--help) in the same one
+    round trip and a filter could compare the names. The module keeps the run, its time bound
+    and the comparison with nearest names in one unit-tested place; it is the fallback for when
+    M(sglang.deploy.sglang_resolve) could not run.
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """

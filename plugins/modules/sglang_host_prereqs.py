@@ -75,6 +75,10 @@ options:
             C(gb) counts as 0.
         type: str
         default: ''
+notes:
+  - Not a builtin because of fewer round trips; the driver, torch's CUDA, nvidia-uvm, the
+    toolchain, nvcc, systemd, free disk and the missing requirements are read and judged in
+    one call instead of a task each.
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """
@@ -172,6 +176,7 @@ import zipfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_pip import check as check_packages
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import systemd_version
 
 CUDA_LINE = re.compile(r"^cuda\s*(?::\s*[^=]+)?=\s*['\"]([0-9.]+)['\"]", re.M)
 # Hardening settings that older systemd mishandles on a GPU host: (setting, first good
@@ -245,65 +250,104 @@ def disk_needs(disk, missing):
                  else 0) for d in disk]
 
 
-def read_facts(p, missing=()):
-    """What the host has; `missing`: the requirements the ml-env lacks (for `unless_installed`)."""
-    driver = _run([p["nvidia_smi"], "--query-gpu=driver_version", "--format=csv,noheader"])
-    cuda, source = torch_cuda_installed(p["venv"]), "installed torch"
+def _torch_cuda(p):
+    """(CUDA version torch is built for, where that was read)."""
     wheel_cuda, wheel = torch_cuda_wheel(p["wheelhouse"])
     if wheel_cuda:
         # The wheel is what the install puts in place: it decides.
-        cuda, source = wheel_cuda, wheel
-    systemd = _run(["systemctl", "--version"])
-    include = _run([p["python"], "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"])
+        return wheel_cuda, wheel
+    return torch_cuda_installed(p["venv"]), "installed torch"
+
+
+def _first_line(text):
+    return text.strip().splitlines()[0].strip() if text and text.strip() else None
+
+
+def _kernel_modules():
     try:
         with open("/proc/modules", encoding="utf-8") as handle:
-            modules = handle.read()
+            return handle.read()
     except OSError:
-        modules = ""
-    nvcc = [c for c in (os.path.join(os.environ.get("CUDA_HOME", "/nonexistent"), "bin", "nvcc"),
-                        shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc") if c and os.path.exists(c)]
+        return ""
+
+
+def _nvcc():
+    found = [c for c in (os.path.join(os.environ.get("CUDA_HOME", "/nonexistent"), "bin", "nvcc"),
+                         shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc")
+             if c and os.path.exists(c)]
+    return found[0] if found else None
+
+
+def read_facts(p, missing=()):
+    """What the host has; `missing`: the requirements the ml-env lacks (for `unless_installed`)."""
+    driver = _run([p["nvidia_smi"], "--query-gpu=driver_version", "--format=csv,noheader"])
+    cuda, source = _torch_cuda(p)
+    include = _run([p["python"], "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"])
     return {
-        "driver": driver.strip().splitlines()[0].strip() if driver and driver.strip() else None,
+        "driver": _first_line(driver),
         "torch_cuda": cuda, "torch_cuda_source": source if cuda else None,
-        "nvidia_uvm_loaded": "nvidia_uvm " in modules or os.path.exists("/dev/nvidia-uvm"),
+        "nvidia_uvm_loaded": "nvidia_uvm " in _kernel_modules() or os.path.exists("/dev/nvidia-uvm"),
         "nvidia_modprobe": next((m for m in MODPROBE_PATHS if os.path.exists(m)), None),
         "cc": shutil.which("cc") or shutil.which("gcc"),
         "python_h": bool(include) and os.path.exists(os.path.join(include.strip(), "Python.h")),
-        "nvcc": nvcc[0] if nvcc else None,
-        "systemd": (version_tuple(systemd.split("\n", 1)[0]) or (0,))[0] if systemd else None,
+        "nvcc": _nvcc(),
+        "systemd": systemd_version(),
         "disk": [dict(d, free_gb=_free_gb(d["path"]))
                  for d in disk_needs(p["disk"], missing)],
     }
 
 
-def judge(facts, cuda_min_driver, hardening):
-    """(failures, warnings, exec_start_pre) for the facts read."""
-    failures, warnings, pre = [], [], []
-    driver, cuda = facts["driver"], facts["torch_cuda"]
-    for item in facts["disk"]:
-        if item["free_gb"] < float(item["gb"]):
-            failures.append(
-                f"disk: {item['path']} has {item['free_gb']} GB free, {item['what']} needs "
-                f"{item['gb']} GB: free space there or point the variable elsewhere")
+def _disk_failures(disk):
+    return [f"disk: {item['path']} has {item['free_gb']} GB free, {item['what']} needs "
+            f"{item['gb']} GB: free space there or point the variable elsewhere"
+            for item in disk if item["free_gb"] < float(item["gb"])]
+
+
+def _systemd_failures(version, hardening):
+    """Sandboxing settings this systemd mishandles (MISHANDLED) that the unit would set."""
+    failures = []
     for setting, good, why in MISHANDLED:
         value = (hardening or {}).get(setting)
-        if facts["systemd"] and facts["systemd"] < good and value not in (None, False, "no"):
+        if version and version < good and value not in (None, False, "no"):
             failures.append(
-                f"systemd {facts['systemd']} < {good}: {setting}={value} {why}; set "
+                f"systemd {version} < {good}: {setting}={value} {why}; set "
                 f"sglang_service_hardening.{setting}: null on this host")
-    if not driver:
+    return failures
+
+
+def _driver_check(facts, cuda_min_driver):
+    """(failures, warnings) of the driver against the CUDA torch is built for."""
+    driver, cuda = facts["driver"], facts["torch_cuda"]
+    need = min_driver(cuda, cuda_min_driver)
+    if cuda and not need:
+        return [], [f"torch is built for CUDA {cuda}, which sglang_cuda_min_driver does "
+                    "not list: the driver version was not checked"]
+    if need and version_tuple(driver) < version_tuple(need):
+        return [f"driver: NVIDIA driver {driver} is older than {need}, which CUDA {cuda} needs "
+                f"(torch from {facts['torch_cuda_source']}): upgrade the driver to >= {need}, "
+                "or pin an SGLang release whose torch is built for an older CUDA"], []
+    return [], []
+
+
+def _toolchain_failures(facts):
+    if facts["cc"] and facts["python_h"]:
+        return []
+    missing = ", ".join(what for what, ok in (("cc", facts["cc"]), ("Python.h", facts["python_h"]))
+                        if not ok)
+    return ["toolchain: Triton and FlashInfer compile kernels on first use and need a C compiler "
+            f"and the Python headers ({missing} missing): install build-essential and python3-dev"]
+
+
+def judge(facts, cuda_min_driver, hardening):
+    """(failures, warnings, exec_start_pre) for the facts read."""
+    failures = _disk_failures(facts["disk"]) + _systemd_failures(facts["systemd"], hardening)
+    warnings, pre = [], []
+    if not facts["driver"]:
         warnings.append("no NVIDIA driver answers (nvidia-smi): SGLang will stop at CUDA "
                         "initialisation here; install the driver on a GPU host")
         return failures, warnings, pre
-    need = min_driver(cuda, cuda_min_driver)
-    if cuda and not need:
-        warnings.append(f"torch is built for CUDA {cuda}, which sglang_cuda_min_driver does "
-                        "not list: the driver version was not checked")
-    elif need and version_tuple(driver) < version_tuple(need):
-        failures.append(
-            f"driver: NVIDIA driver {driver} is older than {need}, which CUDA {cuda} needs "
-            f"(torch from {facts['torch_cuda_source']}): upgrade the driver to >= {need}, or pin "
-            "an SGLang release whose torch is built for an older CUDA")
+    driver_failures, warnings = _driver_check(facts, cuda_min_driver)
+    failures += driver_failures
     if facts["nvidia_modprobe"]:
         # After a reboot nvidia-uvm may be missing; the sandboxed unit cannot load it.
         pre.append(f"+{facts['nvidia_modprobe']} -u -c=0")
@@ -311,12 +355,7 @@ def judge(facts, cuda_min_driver, hardening):
         failures.append("nvidia-uvm is not loaded and nvidia-modprobe is absent: the unit cannot "
                         "load it (CUDA unknown error); `modprobe nvidia-uvm` and add it to "
                         "/etc/modules-load.d/, or install nvidia-modprobe")
-    if not facts["cc"] or not facts["python_h"]:
-        failures.append("toolchain: Triton and FlashInfer compile kernels on first use and need a "
-                        "C compiler and the Python headers (" + ", ".join(
-                            what for what, ok in (("cc", facts["cc"]),
-                                                  ("Python.h", facts["python_h"])) if not ok)
-                        + " missing): install build-essential and python3-dev")
+    failures += _toolchain_failures(facts)
     if not facts["nvcc"]:
         warnings.append("nvcc not found (CUDA_HOME, PATH, /usr/local/cuda): SGLang kernels "
                         "compiled at run time will fail unless the ml-env's nvidia-cuda-nvcc "

@@ -23,6 +23,11 @@ options:
     description: Lines quoted per pattern.
     type: int
     default: 3
+notes:
+  - Not a builtin because of fewer round trips; the journal of the current invocation needs
+    its id first (C(systemctl show), then C(journalctl _SYSTEMD_INVOCATION_ID=)), two
+    dependent M(ansible.builtin.command) tasks in one call, both bounded in time and with
+    the unit name checked (module_utils/sglang_systemd).
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """

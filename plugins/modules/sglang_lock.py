@@ -45,6 +45,9 @@ options:
     description: Clear a stale lock and take it.
     type: bool
     default: false
+notes:
+  - Not a builtin because there is no equivalent; no builtin takes an exclusive lock
+    atomically (link(2) under an flock) and reports or breaks a stale one.
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """
@@ -84,13 +87,13 @@ holder:
 """
 
 import contextlib
-import fcntl
 import json
 import math
 import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import flock_guard
 
 LOCK = ".deploy.lock"
 # Serialises the breaking of a stale lock; flock is let go when its process dies.
@@ -148,12 +151,9 @@ def _describe(held):
     return f"run {held['run_id']} by {held['owner'] or 'unknown'} since {since}"
 
 
-@contextlib.contextmanager
 def _guard(base_dir):
     """Every taking (and breaking) of the lock happens under this flock, one at a time."""
-    with open(os.path.join(base_dir, GUARD), "a", encoding="utf-8") as guard:
-        fcntl.flock(guard, fcntl.LOCK_EX)
-        yield
+    return flock_guard(os.path.join(base_dir, GUARD))
 
 
 def acquire(base_dir, run_id, owner="", stale_after=7200, break_stale=False, now=time.time):

@@ -66,6 +66,11 @@ options:
     description: C(resume) of the call before (internal).
     type: dict
     default: {}
+notes:
+  - Not a builtin because there is no equivalent and it carries a secret; a detached
+    download that outlives the module calls, with a free-space check and progress in slices;
+    the hub token reaches the worker only through its environment, never an argument or a
+    log.
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """
@@ -256,6 +261,50 @@ def status_line(params, state, done, rate):
     return f"fetching {what}: {size(done)} of {size(total)} ({100 * done / total:.0f}%){speed}"
 
 
+def _announce(params, state):
+    return (f"fetching {params['repo']}@{state.get('sha', '')[:12]}: "
+            f"{len(state.get('files') or {})} files, {size(state.get('total_bytes'))}, "
+            f"{size(state.get('need_bytes'))} to download")
+
+
+def _fetched(params, state, progress, elapsed):
+    """The result of a fetch the worker reports done, once config.json names architectures."""
+    config = os.path.join(params["local_dir"], "config.json")
+    archs = read_json(config).get("architectures")
+    if not isinstance(archs, list) or not archs or not all(isinstance(a, str) for a in archs):
+        raise FetchFailed(
+            f"{config} has architectures {archs!r}: not a checkpoint SGLang can serve "
+            "(check sglang_model_fetch.repo and allow_patterns)")
+    progress.append(f"fetched {state.get('files')} files, "
+                    f"{size(state.get('total_bytes'))} in {elapsed:.0f} s")
+    return {"fetched": True, "sha": state.get("sha", params["revision"]),
+            "architectures": archs, "files": state.get("files"),
+            "total_bytes": state.get("total_bytes"), "progress": progress}
+
+
+def _running(proc, pid):
+    return proc.poll() is None if proc else alive(pid)
+
+
+def _ended_with_result(proc, pid, work, secrets):
+    """False while the worker runs; True when it ended after writing its result (read it
+    again); FetchFailed when it ended without one."""
+    if _running(proc, pid):
+        return False
+    if read_json(os.path.join(work, "state.json")).get("phase") in ("done", "failed"):
+        return True
+    raise FetchFailed("the fetch worker exited without a result", log_tail(work, secrets))
+
+
+def _slice_end(params, state, t, last, resume):
+    """The answer of a slice that ends while the fetch goes on: progress, rate, resume."""
+    done = on_disk(params["local_dir"], state.get("files"))
+    last_t, last_bytes = last
+    rate = (done - last_bytes) / (t - last_t) if t > last_t and done >= last_bytes else 0
+    return {"progress": resume.pop("progress"), "status": status_line(params, state, done, rate),
+            "resume": dict(resume, t=t, bytes=done, changed=True)}
+
+
 def watch(params, work, resume, proc=None, clock=time.time, sleep=time.sleep):
     """(result, pending) of watching the worker for one slice."""
     secrets = [params["token"]] if params["token"] else []
@@ -269,44 +318,24 @@ def watch(params, work, resume, proc=None, clock=time.time, sleep=time.sleep):
         state = read_json(os.path.join(work, "state.json"))
         phase = state.get("phase", "starting")
         if phase != phase_seen and phase == "downloading":
-            progress.append(
-                f"fetching {params['repo']}@{state.get('sha', '')[:12]}: "
-                f"{len(state.get('files') or {})} files, {size(state.get('total_bytes'))}, "
-                f"{size(state.get('need_bytes'))} to download")
+            progress.append(_announce(params, state))
         phase_seen = phase
         if phase == "done":
-            config = os.path.join(params["local_dir"], "config.json")
-            archs = read_json(config).get("architectures")
-            if not isinstance(archs, list) or not archs \
-                    or not all(isinstance(a, str) for a in archs):
-                raise FetchFailed(
-                    f"{config} has architectures {archs!r}: not a checkpoint SGLang can serve "
-                    "(check sglang_model_fetch.repo and allow_patterns)")
-            progress.append(f"fetched {state.get('files')} files, "
-                            f"{size(state.get('total_bytes'))} in {clock() - started:.0f} s")
-            return {"fetched": True, "sha": state.get("sha", params["revision"]),
-                    "architectures": archs,
-                    "files": state.get("files"), "total_bytes": state.get("total_bytes"),
-                    "progress": progress}, False
+            return _fetched(params, state, progress, clock() - started), False
         if phase == "failed":
             raise FetchFailed(f"the fetch of {params['repo']}@{params['revision']} failed: "
                               + excerpt(state.get("error", "?"), secrets), log_tail(work, secrets))
         pid = proc.pid if proc else _pid(work)
-        if not (proc.poll() is None if proc else alive(pid)):
-            if read_json(os.path.join(work, "state.json")).get("phase") in ("done", "failed"):
-                continue  # it wrote its result as it ended
-            raise FetchFailed("the fetch worker exited without a result", log_tail(work, secrets))
+        if _ended_with_result(proc, pid, work, secrets):
+            continue  # it wrote its result as it ended
         t = clock()
         if t - started >= params["timeout"]:
             raise FetchFailed(
                 f"still fetching after {params['timeout']} s; it goes on in the background "
                 f"(pid {pid}): re-run to wait for it, or raise sglang_model_fetch.timeout")
         if until is not None and t >= until:
-            done = on_disk(params["local_dir"], state.get("files"))
-            rate = (done - last_bytes) / (t - last_t) if t > last_t and done >= last_bytes else 0
-            return {"progress": progress, "status": status_line(params, state, done, rate),
-                    "resume": {"started": started, "phase": phase, "t": t, "bytes": done,
-                               "changed": True}}, True
+            return _slice_end(params, state, t, (last_t, last_bytes), {
+                "started": started, "phase": phase, "progress": progress}), True
         sleep(min(1.0, params["slice"] or 1.0))
 
 

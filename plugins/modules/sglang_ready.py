@@ -76,6 +76,11 @@ options:
     description: Admin key, only redacted from RV(server_answers) (never sent).
     type: str
     default: ''
+notes:
+  - Not a builtin because of fewer round trips and secrets; M(ansible.builtin.uri) with
+    retries could poll C(/health) but not prove a token, watch the unit and its start-up
+    stages, quote the journal on failure and read C(/server_info) in the same call; the API
+    keys never appear in the result.
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """
@@ -299,21 +304,13 @@ def main():
     unit = params["unit"]
     # The wall clock: a wait in slices spans several processes.
     now = time.time()
-    resume = params["resume"] or {}
-    try:
-        started = float(resume.get("started", now))
-        watch = StageWatch(params["stage_timeouts"], invocation_lines(unit),
-                           time.time).restore(resume.get("watch")) if unit else None
-    except ValueError as exc:
-        module.fail_json(msg=f"stage_timeouts: {exc}")
-    except (KeyError, TypeError) as exc:
-        module.fail_json(msg=f"resume: not a state this module returned ({exc})")
-    seen = len(watch.reached) if watch else 0
+    started, watch = _resume(module, params, now)
+    seen = len(_reached(watch))
 
     def news():
         """The stages reached in this call, those seen at the same moment on one line."""
         lines = {}
-        for r in watch.reached[seen:] if watch else []:
+        for r in _reached(watch)[seen:]:
             lines.setdefault(r["after_s"], []).append(r["stage"])
         return [f"{', '.join(stages)} at {at} s" for at, stages in lines.items()]
 
@@ -336,22 +333,46 @@ def main():
         module.exit_json(changed=False, pending=True, progress=news(),
                          status=watch.waiting() if watch else f"not ready yet: {exc}",
                          resume={"started": started, "watch": watch.state() if watch else None},
-                         stages=watch.reached if watch else [])
+                         stages=_reached(watch))
     except Failed as exc:
         journal = journal_tail(unit, params["journal_lines"]) if unit else []
         stages = f" ({watch.summary()})" if watch else ""
         module.fail_json(msg=f"SGLang is not serving: {exc}{stages}", journal=journal,
-                         stages=watch.reached if watch else [], progress=news(), pending=False)
+                         stages=_reached(watch), progress=news(), pending=False)
     progress = news() + [f"tokens after {result['ready_after_s']} s"]
     if params["server_info"]:
-        keys = [params["api_key"], params["admin_api_key"]]
-        try:
-            result["server_answers"] = read_server(params["url"], *keys)
-        except HttpError as exc:
-            module.fail_json(msg=f"SGLang serves tokens, but what it resolved cannot be read: "
-                                 f"{redact(str(exc), keys)}", pending=False, progress=progress)
+        result["server_answers"] = _server_answers(module, params, progress)
     module.exit_json(changed=False, pending=False, progress=progress,
-                     stages=watch.reached if watch else [], **result)
+                     stages=_reached(watch), **result)
+
+
+def _resume(module, params, now):
+    """(when the wait started, the stage watch or None without a unit) from `resume`."""
+    resume = params["resume"] or {}
+    try:
+        started = float(resume.get("started", now))
+        watch = StageWatch(params["stage_timeouts"], invocation_lines(params["unit"]),
+                           time.time).restore(resume.get("watch")) if params["unit"] else None
+    except ValueError as exc:
+        module.fail_json(msg=f"stage_timeouts: {exc}")
+    except (KeyError, TypeError) as exc:
+        module.fail_json(msg=f"resume: not a state this module returned ({exc})")
+    return started, watch
+
+
+def _reached(watch):
+    return watch.reached if watch else []
+
+
+def _server_answers(module, params, progress):
+    """What the server resolved (/server_info), read once it serves tokens."""
+    keys = [params["api_key"], params["admin_api_key"]]
+    try:
+        return read_server(params["url"], *keys)
+    except HttpError as exc:
+        module.fail_json(msg=f"SGLang serves tokens, but what it resolved cannot be read: "
+                             f"{redact(str(exc), keys)}", pending=False, progress=progress)
+    return None
 
 
 if __name__ == "__main__":

@@ -81,6 +81,10 @@ options:
     description: Other releases (failed, never proven) kept by C(state=cleanup).
     type: int
     default: 3
+notes:
+  - Not a builtin because there is no equivalent; community.general.deploy_helper lays out
+    C(releases/) and C(current) but knows nothing of content hashes, release status, drift
+    repair or the rollback target.
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """
@@ -179,7 +183,6 @@ repaired:
 
 import contextlib
 import datetime
-import fcntl
 import hashlib
 import json
 import os
@@ -188,6 +191,7 @@ import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import flock_guard, write_atomic
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import redact_env_text
 
 MANIFEST = "manifest.json"
@@ -267,28 +271,16 @@ def read_manifest(base_dir, release):
 
 def _write_atomic(path, text, mode=0o644, prefix=".manifest."):
     """Replace `path` whole; on any failure (ENOSPC...) no temp file is left behind."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=prefix)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, text, mode, prefix)
 
 
 def _write_json_atomic(path, data):
     _write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-@contextlib.contextmanager
 def _serialised(base_dir):
     """Activations and status changes of one base dir happen one at a time (flock)."""
-    with open(os.path.join(base_dir, ".release.lock"), "a", encoding="utf-8") as guard:
-        fcntl.flock(guard, fcntl.LOCK_EX)
-        yield
+    return flock_guard(os.path.join(base_dir, ".release.lock"))
 
 
 def _now():
@@ -342,8 +334,7 @@ def diff(base_dir, current, files, meta_keys=None, manifest=None, after_label="n
     ]
 
 
-def prepare(base_dir, stamp, files, meta, check_mode=False):
-    """Create a release unless `current` already holds the same content. Returns a result dict."""
+def _check_request(stamp, files):
     if not isinstance(stamp, str) or not STAMP_RE.fullmatch(stamp):
         raise ReleaseError(f"stamp {stamp!r} must look like 20260101T000000Z (UTC)")
     for f in files:
@@ -355,16 +346,10 @@ def prepare(base_dir, stamp, files, meta, check_mode=False):
             f["content"].encode("utf-8")
         except UnicodeEncodeError as exc:
             raise ReleaseError(f"{f['name']}: content is not valid text ({exc.reason})") from None
-    digest = content_hash(files, meta)
-    current = read_current(base_dir)
-    cur_manifest = read_manifest(base_dir, current) if current else None
-    result = {"current": current, "created": False, "changed": False}
-    if cur_manifest and cur_manifest.get("args_hash") == digest:
-        result.update(release=current, path=_path(base_dir, current), manifest=cur_manifest)
-        return _repair(base_dir, current, cur_manifest, files, result, check_mode)
 
-    release = f"{stamp}-{digest[:8]}"
-    manifest = {
+
+def _new_manifest(base_dir, release, digest, files, meta):
+    return {
         "schema": SCHEMA,
         "id": release,
         # Creation order on this host, whatever the controller's clock said.
@@ -375,6 +360,40 @@ def prepare(base_dir, stamp, files, meta, check_mode=False):
         "files": {f["name"]: hashlib.sha256(f["content"].encode()).hexdigest() for f in files},
         **{k: v for k, v in meta.items() if k not in ("id", "seq", "status", "files", "args_hash")},
     }
+
+
+def _write_release(base_dir, release, files, manifest):
+    """The release directory, written under a temp name and renamed whole into releases/."""
+    releases = os.path.join(base_dir, "releases")
+    os.makedirs(releases, mode=0o755, exist_ok=True)
+    tmp = tempfile.mkdtemp(dir=releases, prefix=f".{release}.")
+    try:
+        for f in files:
+            path = os.path.join(tmp, f["name"])
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(f["content"])
+            os.chmod(path, int(str(f.get("mode", "0644")), 8))
+        _write_json_atomic(os.path.join(tmp, MANIFEST), manifest)
+        os.chmod(tmp, 0o755)
+        os.rename(tmp, _path(base_dir, release))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def prepare(base_dir, stamp, files, meta, check_mode=False):
+    """Create a release unless `current` already holds the same content. Returns a result dict."""
+    _check_request(stamp, files)
+    digest = content_hash(files, meta)
+    current = read_current(base_dir)
+    cur_manifest = read_manifest(base_dir, current) if current else None
+    result = {"current": current, "created": False, "changed": False}
+    if cur_manifest and cur_manifest.get("args_hash") == digest:
+        result.update(release=current, path=_path(base_dir, current), manifest=cur_manifest)
+        return _repair(base_dir, current, cur_manifest, files, result, check_mode)
+
+    release = f"{stamp}-{digest[:8]}"
+    manifest = _new_manifest(base_dir, release, digest, files, meta)
     result.update(release=release, path=_path(base_dir, release), manifest=manifest,
                   created=True, changed=True,
                   diff=diff(base_dir, current, files, meta, manifest))
@@ -388,21 +407,7 @@ def prepare(base_dir, stamp, files, meta, check_mode=False):
             result.update(manifest=existing, created=False)
             return result
         raise ReleaseError(f"{final} exists with other content")
-    releases = os.path.join(base_dir, "releases")
-    os.makedirs(releases, mode=0o755, exist_ok=True)
-    tmp = tempfile.mkdtemp(dir=releases, prefix=f".{release}.")
-    try:
-        for f in files:
-            path = os.path.join(tmp, f["name"])
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(f["content"])
-            os.chmod(path, int(str(f.get("mode", "0644")), 8))
-        _write_json_atomic(os.path.join(tmp, MANIFEST), manifest)
-        os.chmod(tmp, 0o755)
-        os.rename(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    _write_release(base_dir, release, files, manifest)
     return result
 
 
@@ -541,12 +546,8 @@ def info(base_dir):
             "drift": drift(base_dir, current, cur) if cur else []}
 
 
-def cleanup(base_dir, keep_good=5, keep_other=3, check_mode=False):
-    """Delete the oldest releases beyond the limits; never current or the rollback target,
-    never a release whose manifest cannot be read (it may have been good)."""
-    if keep_good < 0 or keep_other < 0:
-        raise ReleaseError("keep_good and keep_other must be 0 or more")
-    state = info(base_dir)
+def _doomed(state, keep_good, keep_other):
+    """The releases beyond the limits, oldest first; never current nor the rollback target."""
     protected = {state["current"], state["previous_good"]} - {None}
     # A release rolled back from by hand had been proven good: it is kept like one.
     proven = ("good", "rolled-back")
@@ -554,7 +555,16 @@ def cleanup(base_dir, keep_good=5, keep_other=3, check_mode=False):
     good = [m["id"] for m in readable if m.get("status") in proven]
     other = [m["id"] for m in readable if m.get("status") not in proven]
     oldest = good[:max(0, len(good) - keep_good)] + other[:max(0, len(other) - keep_other)]
-    doomed = sorted(r for r in oldest if r not in protected)
+    return sorted(r for r in oldest if r not in protected)
+
+
+def cleanup(base_dir, keep_good=5, keep_other=3, check_mode=False):
+    """Delete the oldest releases beyond the limits; never current or the rollback target,
+    never a release whose manifest cannot be read (it may have been good)."""
+    if keep_good < 0 or keep_other < 0:
+        raise ReleaseError("keep_good and keep_other must be 0 or more")
+    state = info(base_dir)
+    doomed = _doomed(state, keep_good, keep_other)
     if not check_mode:
         for release in doomed:
             shutil.rmtree(release_path(base_dir, release))

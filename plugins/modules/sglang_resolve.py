@@ -59,6 +59,10 @@ options:
     description: Seconds the resolution may take (it imports torch and transformers).
     type: int
     default: 600
+notes:
+  - Not a builtin because there is no equivalent; it runs SGLang's own argument resolution,
+    traced, in the ml-env's Python (optionally in the unit's sandbox through systemd-run),
+    without a GPU.
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """
@@ -288,6 +292,50 @@ def sandbox_refusal(sandbox):
     return None
 
 
+def _probe_input(params, gpus):
+    """The probe's stdin: its request on the first line, its source after it."""
+    request = {"gpus": gpus}
+    config = params.get("config_path")
+    if config and os.path.exists(config):
+        request["config_path"] = config
+    else:
+        # JSON is YAML: SGLang's --config reader takes it as it is.
+        request["config_text"] = json.dumps(params.get("args") or {})
+    return json.dumps(request) + "\n" + inspect.getsource(sglang_probe)
+
+
+def _probe_command(params, python):
+    """(argv, environment, sandbox report) of the probe: in the unit's sandbox when asked and
+    possible, else unsandboxed with the release's environment."""
+    sandbox = params.get("sandbox") or {}
+    release_env = {k: str(v) for k, v in (params.get("env") or {}).items()}
+    env = dict(os.environ)
+    refusal = sandbox_refusal(sandbox) if sandbox else "no sandbox asked for"
+    if refusal is None:
+        argv = sandbox_argv(sandbox, python, release_env)
+        how = {"used": True, "how": "systemd-run as "
+               f"{sandbox.get('user') or 'root'} with the unit's properties"}
+    else:
+        argv = [python]
+        env.update(release_env)
+        how = {"used": False, "how": f"unsandboxed: {refusal}"}
+    return argv + ["-c", sglang_probe.BOOTSTRAP], env, how
+
+
+def _take_report(out, report):
+    """Copy the probe's report into the result; an import error means SGLang never ran."""
+    out.update({k: report.get(k, out.get(k)) for k in (
+        "sglang_version", "entry", "resolved", "changes", "error", "unknown_flags", "log",
+        "stubbed", "driver", "known_flags", "torch", "uid")})
+    error = report.get("error") or {}
+    if error.get("stage") == "import":
+        # SGLang could not even be imported: nothing SGLang said about the arguments.
+        out["reason"] = f"sglang could not be imported: {error.get('type')}: {error.get('message')}"
+        out["import_error"], out["error"] = error, None
+    else:
+        out["ran"] = True
+
+
 def resolve(params):
     started = time.monotonic()
     venv = params["venv"]
@@ -304,28 +352,8 @@ def resolve(params):
                          "description was given (sglang_gpus)")
         return out
     out["gpus"] = gpus
-    request = {"gpus": gpus}
-    config = params.get("config_path")
-    if config and os.path.exists(config):
-        request["config_path"] = config
-    else:
-        # JSON is YAML: SGLang's --config reader takes it as it is.
-        request["config_text"] = json.dumps(params.get("args") or {})
-    stdin = json.dumps(request) + "\n" + inspect.getsource(sglang_probe)
-
-    sandbox = params.get("sandbox") or {}
-    release_env = {k: str(v) for k, v in (params.get("env") or {}).items()}
-    env = dict(os.environ)
-    refusal = sandbox_refusal(sandbox) if sandbox else "no sandbox asked for"
-    if refusal is None:
-        argv = sandbox_argv(sandbox, python, release_env)
-        out["sandbox"] = {"used": True, "how": "systemd-run as "
-                          f"{sandbox.get('user') or 'root'} with the unit's properties"}
-    else:
-        argv = [python]
-        env.update(release_env)
-        out["sandbox"]["how"] = f"unsandboxed: {refusal}"
-    argv += ["-c", sglang_probe.BOOTSTRAP]
+    stdin = _probe_input(params, gpus)
+    argv, env, out["sandbox"] = _probe_command(params, python)
     with tempfile.TemporaryFile() as errors:
         try:
             proc = subprocess.run(argv, input=stdin, stdout=subprocess.PIPE, stderr=errors,
@@ -345,16 +373,7 @@ def resolve(params):
         out["reason"] = (f"the resolution exited {proc.returncode} without a report: "
                          + (" | ".join(tail[-5:]) or "no output"))
         return out
-    out.update({k: report.get(k, out.get(k)) for k in (
-        "sglang_version", "entry", "resolved", "changes", "error", "unknown_flags", "log",
-        "stubbed", "driver", "known_flags", "torch", "uid")})
-    error = report.get("error") or {}
-    if error.get("stage") == "import":
-        # SGLang could not even be imported: nothing SGLang said about the arguments.
-        out["reason"] = f"sglang could not be imported: {error.get('type')}: {error.get('message')}"
-        out["import_error"], out["error"] = error, None
-    else:
-        out["ran"] = True
+    _take_report(out, report)
     out["stderr_tail"] = tail
     out["elapsed_s"] = round(time.monotonic() - started, 2)
     return out

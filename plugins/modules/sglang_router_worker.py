@@ -47,6 +47,10 @@ options:
     description: Seconds to wait for a removed worker's running requests.
     type: float
     default: 120
+notes:
+  - Not a builtin because of fewer round trips and secrets; registering then waiting
+    healthy, or removing then draining, is a loop of several M(ansible.builtin.uri) calls;
+    the router's API key stays out of the result.
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """

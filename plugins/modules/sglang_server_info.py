@@ -30,6 +30,10 @@ options:
     description: Seconds per request.
     type: float
     default: 30
+notes:
+  - Not a builtin because of secrets; M(ansible.builtin.uri) would return C(/server_info) as
+    SGLang sends it, with its C(api_key) and C(admin_api_key), into the registered result
+    and the play output; this redacts them before anything leaves the host.
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """

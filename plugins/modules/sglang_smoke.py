@@ -66,6 +66,10 @@ options:
     description: Seconds per request.
     type: float
     default: 300
+notes:
+  - Not a builtin because there is no equivalent; it streams concurrent completions and
+    measures TTFT, TPOT, tokens/s and the accept length as sglang.bench_serving defines
+    them.
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """
@@ -154,9 +158,7 @@ def _passes(url, api_key):
     return graph_passes(parse_metrics(text)) if status == 200 and isinstance(text, str) else {}
 
 
-def run(p):
-    url = p["url"].rstrip("/")
-    model = p["model"]
+def _check_options(p):
     bad = [f"{name} must be at least 1" for name, values in
            (("concurrency", p["concurrency"]), ("requests_per_level", [p["requests_per_level"]]),
             ("max_tokens", [p["max_tokens"]])) if any(v < 1 for v in values)]
@@ -164,24 +166,36 @@ def run(p):
         bad.append("warmup must be 0 or more and timeout more than 0 seconds")
     if bad:
         raise SmokeError("; ".join(bad))
-    if not model:
-        status, body = request(url + "/v1/models", api_key=p["api_key"], timeout=p["timeout"])
-        data = body.get("data") if isinstance(body, dict) else None
-        if status != 200 or not isinstance(data, list) or not data \
-                or not isinstance(data[0], dict) or not isinstance(data[0].get("id"), str):
-            raise HttpError(f"/v1/models answered {status}: {excerpt(body, [p['api_key']])}; "
-                            "set the model name")
-        model = data[0]["id"]
+
+
+def _served_model(url, p):
+    """The first model /v1/models lists (when the model name is not given)."""
+    status, body = request(url + "/v1/models", api_key=p["api_key"], timeout=p["timeout"])
+    data = body.get("data") if isinstance(body, dict) else None
+    if status != 200 or not isinstance(data, list) or not data \
+            or not isinstance(data[0], dict) or not isinstance(data[0].get("id"), str):
+        raise HttpError(f"/v1/models answered {status}: {excerpt(body, [p['api_key']])}; "
+                        "set the model name")
+    return data[0]["id"]
+
+
+def _request(url, model, p):
+    """(endpoint, body) of one streamed request: chat or plain completion."""
     body = {"model": model, "max_tokens": p["max_tokens"], "stream": True, "temperature": 0,
             "stream_options": {"include_usage": True}, "ignore_eos": p["ignore_eos"]}
-    if p["chat"]:
-        endpoint = url + "/v1/chat/completions"
-        body["messages"] = [{"role": "user", "content": p["prompt"]}]
-        if p["chat_template_kwargs"]:
-            body["chat_template_kwargs"] = p["chat_template_kwargs"]
-    else:
-        endpoint = url + "/v1/completions"
-        body["prompt"] = p["prompt"]
+    if not p["chat"]:
+        return url + "/v1/completions", dict(body, prompt=p["prompt"])
+    body["messages"] = [{"role": "user", "content": p["prompt"]}]
+    if p["chat_template_kwargs"]:
+        body["chat_template_kwargs"] = p["chat_template_kwargs"]
+    return url + "/v1/chat/completions", body
+
+
+def run(p):
+    url = p["url"].rstrip("/")
+    _check_options(p)
+    model = p["model"] or _served_model(url, p)
+    endpoint, body = _request(url, model, p)
 
     for _unused in range(p["warmup"]):
         stream_one(endpoint, body, p["api_key"], p["timeout"])

@@ -24,6 +24,9 @@ options:
     description: Path of the PNG.
     type: path
     required: true
+notes:
+  - Not a builtin because there is no equivalent; no builtin draws a chart, and
+    M(ansible.builtin.copy) writes text content, not a PNG built on the controller.
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """
@@ -52,6 +55,7 @@ import io
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import write_atomic
 
 
 def series(finalist, metric):
@@ -113,10 +117,7 @@ def main():
                 old = handle.read()
         changed = old != data
         if changed and not module.check_mode:
-            tmp = p["dest"] + ".tmp"
-            with open(tmp, "wb") as handle:
-                handle.write(data)
-            os.replace(tmp, p["dest"])
+            write_atomic(p["dest"], data, move=module.atomic_move)
     except OSError as exc:
         module.fail_json(msg=f"cannot write the chart to {p['dest']}: {exc}")
     module.exit_json(changed=changed, dest=p["dest"], lines=len(p["finalists"]))

@@ -47,6 +47,10 @@ options:
     type: list
     elements: str
     default: []
+notes:
+  - Not a builtin because there is no equivalent; M(ansible.builtin.pip) installs a list but
+    neither reads a venv's full package set nor removes what a set does not hold (a rollback
+    restores the exact set), and does not drive uv.
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """

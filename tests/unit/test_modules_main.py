@@ -110,7 +110,7 @@ def test_host_prereqs_refuses_a_disk_entry_bound_to_an_unknown_requirement(tmp_p
 
 def test_journal_quotes_the_lines_of_this_invocation(tmp_path, monkeypatch):
     fake_bin(tmp_path, monkeypatch,
-             systemctl="echo abc123",
+             systemctl="echo InvocationID=abc123",
              journalctl="echo 'Capture cuda graph begin. This can take up to several minutes.'")
     result, code = run("sglang_journal", {"unit": "sglang.service"})
     assert code == 0, result
@@ -326,6 +326,11 @@ def test_tune_chart_draws_once_and_rewrites_only_on_change(tmp_path):
     other, _ = run("sglang_tune_chart", {"finalists": finalists * 2, "dest": dest},
                    check_mode=True)
     assert other["changed"] and other["lines"] == 2
+    # Rewritten through atomic_move: the file keeps the mode it was given, no temp file stays.
+    os.chmod(dest, 0o640)
+    redrawn, _ = run("sglang_tune_chart", {"finalists": finalists * 2, "dest": dest})
+    assert redrawn["changed"] and os.stat(dest).st_mode & 0o777 == 0o640
+    assert os.listdir(tmp_path) == ["tune.png"]
 
 
 def test_service_state_names_a_file_that_differs_by_digest(tmp_path):

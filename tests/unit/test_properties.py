@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from ansible_collections.sglang.deploy.plugins.filter import sglang_preflight
 from ansible_collections.sglang.deploy.plugins.filter import sglang_render
 from ansible_collections.sglang.deploy.plugins.filter import sglang_verify
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
 
 
 class Filters:
@@ -21,6 +22,8 @@ class Filters:
 
 
 pf, render, verify = (Filters(m) for m in (sglang_preflight, sglang_render, sglang_verify))
+# Not a filter of its own: sglang_preflight reads the facts' nvidia-smi matrices with it.
+nvidia_topology = own_errors(sglang_preflight.nvidia_topology)
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-10, 10**6), st.floats(allow_nan=False),
@@ -53,7 +56,7 @@ def expect_own_error(call):
 @SETTINGS
 @given(topology_texts())
 def test_topology_parses_generated_matrices(text):
-    topo = pf.nvidia_topology(text, text)
+    topo = nvidia_topology(text, text)
     assert topo["gpus"] >= 1
     assert all(int(a) < int(b) for a, b in (p.split("-") for p in topo["links"]))
 
@@ -61,7 +64,7 @@ def test_topology_parses_generated_matrices(text):
 @SETTINGS
 @given(st.one_of(st.text(alphabet=string.printable, max_size=200), json_like))
 def test_topology_never_tracebacks(text):
-    expect_own_error(lambda: pf.nvidia_topology(text))
+    expect_own_error(lambda: nvidia_topology(text))
 
 
 def keyed(keys, values=json_like):

@@ -12,6 +12,7 @@ from support.wheels import venv_with
 
 from ansible_collections.sglang.deploy.plugins.filter import sglang_caches as caches
 from ansible_collections.sglang.deploy.plugins.filter import sglang_render as render
+from ansible_collections.sglang.deploy.plugins.plugin_utils import sglang_cache_env as cache
 
 VERSION = "0.5.23"
 
@@ -41,7 +42,7 @@ def test_every_cache_the_pinned_sglang_redirects_is_set_under_the_cache_dir():
     redirected = _redirected_by_sglang(tree)
     assert {"TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "CUDA_CACHE_PATH",
             "TILELANG_CACHE_DIR", "FLASHINFER_WORKSPACE_BASE"} <= redirected
-    env = caches.sglang_cache_env("/opt/sglang/cache")
+    env = cache.cache_env("/opt/sglang/cache")
     assert redirected <= set(env), f"not set by the role: {sorted(redirected - set(env))}"
     sglang_named = {name for name in env if name.startswith("SGLANG_")}
     assert sglang_named <= _declared_envs(tree), "an SGLANG_* name the pinned release lacks"
@@ -50,7 +51,7 @@ def test_every_cache_the_pinned_sglang_redirects_is_set_under_the_cache_dir():
 
 
 def test_sglang_layout_is_kept_and_the_jit_cache_is_set_explicitly():
-    env = caches.sglang_cache_env("/c/")
+    env = cache.cache_env("/c/")
     # SGLang's own layout under SGLANG_CACHE_DIR (third_party_cache_defaults), so a cache
     # warmed by SGLang's tools elsewhere can be copied in as one directory.
     assert env["SGLANG_CACHE_DIR"] == "/c/sglang"
@@ -59,13 +60,13 @@ def test_sglang_layout_is_kept_and_the_jit_cache_is_set_explicitly():
     # Unset, the JIT cache is ~/.cache/sglang/jit whatever SGLANG_CACHE_DIR says.
     assert env["SGLANG_JIT_CACHE_DIR"] == "/c/sglang/jit"
     assert env["HF_HOME"] == "/c/huggingface"
-    assert caches.sglang_cache_env("") == {}
+    assert cache.cache_env("") == {}
 
 
 @pytest.mark.parametrize("bad", ["relative/cache", "/with space", "/new\nline"])
 def test_bad_cache_dir_is_refused(bad):
     with pytest.raises(AnsibleFilterError, match="sglang_service_cache_dir"):
-        caches.sglang_cache_env(bad)
+        cache.cache_env(bad)
 
 
 def test_the_unit_lines_come_with_the_sandbox_only():
@@ -74,8 +75,8 @@ def test_the_unit_lines_come_with_the_sandbox_only():
     assert "ReadWritePaths=/opt/sglang/cache" in lines
     assert "Environment=SGLANG_JIT_CACHE_DIR=/opt/sglang/cache/sglang/jit" in lines
     assert "Environment=TORCHINDUCTOR_CACHE_DIR=/opt/sglang/cache/sglang/inductor" in lines
-    assert lines[-len(caches.sglang_unit_cache_env("/c")):] == \
-        caches.sglang_unit_cache_env("/opt/sglang/cache")
+    assert lines[-len(cache.unit_cache_env("/c")):] == \
+        cache.unit_cache_env("/opt/sglang/cache")
     # Without a sandbox the home is writable and SGLang's defaults stand.
     assert render.sglang_unit_hardening({}, ["/opt/ml-env"], "/opt/sglang/cache") == []
 
