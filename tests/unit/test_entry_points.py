@@ -76,3 +76,19 @@ def test_a_well_typed_variable_passes_the_same_spec(tmp_path, playbook, entry_po
     assert validated and not validated[0].get("failed"), validated
     name, _ = first_failure(tasks)
     assert "Validating arguments" not in name, name
+
+
+
+def test_the_tuner_refuses_a_wrongly_typed_setting_before_the_host(tmp_path):
+    """playbooks/tune.yml runs the sglang_tune role: its spec checks the sglang_tune_* settings
+    first, on the controller; well typed, they pass and the first task on the host fails."""
+    spec = "Validating arguments against arg spec 'main' - Search for the fastest configuration"
+    name, result = first_failure(run_playbook(tmp_path, "playbooks/tune.yml",
+                                              {"sglang_tune_max_restarts": "thirty"}))
+    assert spec in name, name
+    assert "sglang_tune_max_restarts" in result["msg"] and "int" in result["msg"], result["msg"]
+    tasks = run_playbook(tmp_path, "playbooks/tune.yml",
+                         {"sglang_tune_max_restarts": 5, "sglang_model_path": "/srv/m"})
+    name, result = first_failure(tasks)
+    assert result.get("unreachable"), (name, result)
+    assert [n for n, r in tasks if spec in n and not r.get("failed")], tasks

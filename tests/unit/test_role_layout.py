@@ -41,9 +41,8 @@ def set_names(task):
     return names + ([task["register"]] if "register" in task else [])
 
 
-# Inputs a play sets on purpose: the tuner gives each candidate its own expectations
-# (tune_candidate.yml), so that the deploy's preflight judges the candidate, not the start.
-OVERRIDDEN = {"sglang_expect"}
+# What an entry point returns to its caller, named in its argument spec (launcher).
+RETURNED = {"sglang_launcher_result"}
 
 
 def test_facts_the_roles_set_are_marked_internal():
@@ -52,7 +51,7 @@ def test_facts_the_roles_set_are_marked_internal():
         tasks = role_tasks(path) if path in TASK_FILES else playbook_tasks(path)
         for task, _ in tasks:
             offenders += [f"{path.relative_to(ROOT)}: {name}" for name in set_names(task)
-                          if not name.startswith("__sglang_") and name not in OVERRIDDEN]
+                          if not name.startswith("__sglang_") and name not in RETURNED]
     assert not offenders, offenders
 
 
@@ -67,6 +66,7 @@ def test_no_input_is_named_like_an_internal_fact():
 READ_ONLY = {"ansible.builtin.assert", "ansible.builtin.set_fact", "ansible.builtin.debug",
              "ansible.builtin.fail", "ansible.builtin.meta", "ansible.builtin.include_tasks",
              "ansible.builtin.import_tasks", "ansible.builtin.include_role",
+             "ansible.builtin.import_role",
              *(f"sglang.deploy.{name}" for name in (
                  "sglang_facts", "sglang_host_prereqs", "sglang_pip_check", "sglang_service_state",
                  "sglang_resolve", "sglang_args_check", "sglang_server_info", "sglang_ready",

@@ -1,4 +1,4 @@
-"""The tuner's search (the collection's plugins/filter/sglang_tune.py), driven the way roles/sglang/tasks/tune*.yml
+"""The tuner's search (the collection's plugins/filter/sglang_tune.py), driven the way roles/sglang_tune/tasks/*.yml
 drive it, against the stand-in's performance model (tests/standin/sglang_standin/perf.py)."""
 
 import pytest
