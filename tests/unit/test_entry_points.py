@@ -1,7 +1,7 @@
 """Every playbook validates its variables through the role's argument spec for its entry point.
 
-`include_role: tasks_from: check.yml` looks up an entry point named `check.yml`, finds none
-and validates nothing; `tasks_from: check` applies the spec. Each playbook runs here with a
+`include_role: tasks_from: smoke.yml` looks up an entry point named `smoke.yml`, finds none
+and validates nothing; `tasks_from: smoke` applies the spec. Each playbook runs here with a
 wrongly typed variable against a host that cannot be reached: the argument spec must refuse it
 on the controller, before any task needs the host. The same run with a well typed value passes
 the validation and only then fails at the first task that needs the host (the control).
@@ -30,10 +30,10 @@ all:
 
 ENTRY_POINTS = [
     ("deploy.yml", "main"),
-    ("playbooks/smoke.yml", "check"),
+    ("playbooks/smoke.yml", "smoke"),
     ("playbooks/rollback.yml", "rollback"),
     ("playbooks/doctor.yml", "doctor"),
-    ("playbooks/preflight.yml", "whatif"),
+    ("playbooks/preflight.yml", "preflight"),
 ]
 
 
