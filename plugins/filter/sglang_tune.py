@@ -1,6 +1,6 @@
 """The search of playbooks/tune.yml: the space, its candidates, scores, noise, the budget and
 the leaderboard. Pure functions over data (no host, no clock of their own), tested in
-tests/unit/test_sglang_tune.py; the tasks in roles/sglang/tasks/tune*.yml only wire them.
+tests/unit/test_sglang_tune.py; the tasks of roles/sglang_tune only wire them.
 
 The search: one knob at a time from the incumbent (the best release so far); a candidate
 becomes the incumbent only when it beats it by more than the measured noise.
@@ -30,6 +30,10 @@ def _canon(value):
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
+NOT_KNOBS = ("model-path", "host", "port", "api-key", "config")
+BUDGET_MINIMUMS = (("max_restarts", 1), ("max_wall_s", 1), ("noise_repeats", 2), ("finalists", 1))
+
+
 @own_errors
 def sglang_tune_plan(spec, base_args, base_env=None):
     """Check the space, constraints, objective and budget; return the plan the tasks follow.
@@ -41,92 +45,135 @@ def sglang_tune_plan(spec, base_args, base_env=None):
     """
     if not isinstance(spec, dict):
         _fail("sglang_tune: the tuning settings must be a mapping")
-    space = spec.get("space") or {}
-    if not isinstance(space, dict) or set(space) - {"args", "env"}:
-        _fail("sglang_tune_space must be a mapping with 'args' (SGLang arguments, dashed names) "
-              "and/or 'env' (environment variables), each mapping a name to a list of values")
-    knobs = []
-    for kind, pattern in (("args", ARG_NAME), ("env", ENV_NAME)):
-        section = space.get(kind) or {}
-        if not isinstance(section, dict):
-            _fail(f"sglang_tune_space.{kind} must map names to lists of values")
-        for name, values in section.items():
-            if not isinstance(name, str) or not pattern.match(name):
-                _fail(f"sglang_tune_space.{kind}: '{name}' is not a valid "
-                      f"{'dashed SGLang argument' if kind == 'args' else 'environment variable'}"
-                      " name (e.g. speculative-num-steps, NCCL_P2P_DISABLE)")
-            if kind == "args" and name in ("model-path", "host", "port", "api-key", "config"):
-                _fail(f"sglang_tune_space.args: '{name}' is not a performance knob: remove it")
-            if not isinstance(values, list) or not values:
-                _fail(f"sglang_tune_space.{kind}.{name} must be a non-empty list of values")
-            for value in values:
-                if not isinstance(value, SCALARS):
-                    _fail(f"sglang_tune_space.{kind}.{name}: {value!r} is not a scalar "
-                          "(string, number or boolean)")
-            if kind == "env":
-                values = [str(v) for v in values]
-            if len({_canon(v) for v in values}) != len(values):
-                _fail(f"sglang_tune_space.{kind}.{name} lists a value twice: {values}")
-            knobs.append({"name": name, "kind": kind, "values": list(values)})
-    if not knobs:
-        _fail("sglang_tune_space is empty: give the profile a 'tune: space:' or set "
-              "sglang_tune_space, e.g. {args: {speculative-num-steps: [1, 2, 3, 4]}}")
-    constraints = spec.get("constraints") or []
-    if not isinstance(constraints, list):
-        _fail("sglang_tune_constraints must be a list")
-    tuned = {k["name"] for k in knobs}
-    for i, rule in enumerate(constraints):
-        if not isinstance(rule, dict) or not {"set", "from"} <= set(rule) \
-                or set(rule) - {"set", "from", "plus", "when"}:
-            _fail(f"sglang_tune_constraints[{i}]: expected {{set: ARG, from: ARG, plus: N, "
-                  "when: {ARG: VALUE}}}, e.g. set speculative-num-draft-tokens from "
-                  "speculative-num-steps plus 1 when speculative-eagle-topk is 1")
-        if rule["set"] in tuned:
-            _fail(f"sglang_tune_constraints[{i}] derives '{rule['set']}', which the space also "
-                  "lists: remove it from one of them")
-        if not isinstance(rule.get("plus", 0), int) or isinstance(rule.get("plus", 0), bool):
-            _fail(f"sglang_tune_constraints[{i}].plus must be an integer")
-        if not isinstance(rule.get("when", {}), dict):
-            _fail(f"sglang_tune_constraints[{i}].when must map arguments to values")
-    objective = dict(spec.get("objective") or {})
-    metric = objective.get("metric", "decode_tok_s_per_user")
-    if metric not in METRICS:
-        _fail(f"sglang_tune_objective.metric '{metric}' is not one of {', '.join(METRICS)}")
-    concurrency = objective.get("concurrency", 1)
-    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
-        _fail("sglang_tune_objective.concurrency must be an integer >= 1")
-    ceiling = objective.get("ttft_p99_ms_max")
-    if ceiling is not None and (isinstance(ceiling, bool) or not isinstance(ceiling, (int, float))
-                                or ceiling <= 0):
-        _fail("sglang_tune_objective.ttft_p99_ms_max must be a positive number of ms (or null)")
-    budget = {}
-    for name, minimum in (("max_restarts", 1), ("max_wall_s", 1), ("noise_repeats", 2),
-                          ("finalists", 1)):
-        value = spec.get(name)
-        if isinstance(value, str) and value.strip().isdigit():  # -e name=N gives a string
-            value = int(value)
-        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-            _fail(f"sglang_tune_{name} must be an integer >= {minimum} (got {value!r})")
-        budget[name] = value
-    min_gain = spec.get("min_gain", 0.02)
-    if isinstance(min_gain, str):
-        try:
-            min_gain = float(min_gain)
-        except ValueError:
-            pass
-    if isinstance(min_gain, bool) or not isinstance(min_gain, (int, float)) \
-            or not 0 <= min_gain < 1:
-        _fail("sglang_tune_min_gain must be a fraction between 0 and 1 (e.g. 0.02 for 2%)")
-    base_args = dict(base_args or {})
+    knobs = _plan_knobs(spec.get("space") or {})
+    constraints = _plan_constraints(spec.get("constraints") or [], knobs)
+    objective = _plan_objective(spec.get("objective") or {})
+    budget = {name: _plan_count(name, spec.get(name), low) for name, low in BUDGET_MINIMUMS}
+    min_gain = _plan_min_gain(spec.get("min_gain", 0.02))
     base_env = {str(k): str(v) for k, v in (base_env or {}).items()}
     return {
         "knobs": knobs,
         "constraints": constraints,
-        "objective": {"metric": metric, "concurrency": concurrency, "ttft_p99_ms_max": ceiling},
-        "min_gain": float(min_gain),
-        "grid_size": sglang_tune_grid_size(knobs, base_args, base_env),
+        "objective": objective,
+        "min_gain": min_gain,
+        "grid_size": sglang_tune_grid_size(knobs, dict(base_args or {}), base_env),
         **budget,
     }
+
+
+def _plan_knobs(space):
+    """The knobs of sglang_tune_space, args first, each {name, kind, values}; refuses an empty
+    space."""
+    if not isinstance(space, dict) or set(space) - {"args", "env"}:
+        _fail("sglang_tune_space must be a mapping with 'args' (SGLang arguments, dashed names) "
+              "and/or 'env' (environment variables), each mapping a name to a list of values")
+    knobs = []
+    for kind in ("args", "env"):
+        section = space.get(kind) or {}
+        if not isinstance(section, dict):
+            _fail(f"sglang_tune_space.{kind} must map names to lists of values")
+        knobs += [_plan_knob(kind, name, values) for name, values in section.items()]
+    if not knobs:
+        _fail("sglang_tune_space is empty: give the profile a 'tune: space:' or set "
+              "sglang_tune_space, e.g. {args: {speculative-num-steps: [1, 2, 3, 4]}}")
+    return knobs
+
+
+def _plan_knob(kind, name, values):
+    """One knob of the space: a valid name of its kind and a list of distinct scalars (an
+    environment variable's values as strings)."""
+    pattern = ARG_NAME if kind == "args" else ENV_NAME
+    if not isinstance(name, str) or not pattern.match(name):
+        _fail(f"sglang_tune_space.{kind}: '{name}' is not a valid "
+              f"{'dashed SGLang argument' if kind == 'args' else 'environment variable'}"
+              " name (e.g. speculative-num-steps, NCCL_P2P_DISABLE)")
+    if kind == "args" and name in NOT_KNOBS:
+        _fail(f"sglang_tune_space.args: '{name}' is not a performance knob: remove it")
+    return {"name": name, "kind": kind, "values": _plan_values(kind, name, values)}
+
+
+def _plan_values(kind, name, values):
+    """A knob's values: a non-empty list of distinct scalars (strings for an environment
+    variable)."""
+    if not isinstance(values, list) or not values:
+        _fail(f"sglang_tune_space.{kind}.{name} must be a non-empty list of values")
+    for value in values:
+        if not isinstance(value, SCALARS):
+            _fail(f"sglang_tune_space.{kind}.{name}: {value!r} is not a scalar "
+                  "(string, number or boolean)")
+    if kind == "env":
+        values = [str(v) for v in values]
+    if len({_canon(v) for v in values}) != len(values):
+        _fail(f"sglang_tune_space.{kind}.{name} lists a value twice: {values}")
+    return list(values)
+
+
+def _plan_constraints(constraints, knobs):
+    """sglang_tune_constraints, each {set, from, plus, when}, none deriving a tuned knob."""
+    if not isinstance(constraints, list):
+        _fail("sglang_tune_constraints must be a list")
+    tuned = {k["name"] for k in knobs}
+    for i, rule in enumerate(constraints):
+        _plan_constraint(i, rule, tuned)
+    return constraints
+
+
+def _plan_constraint(i, rule, tuned):
+    if not isinstance(rule, dict) or not {"set", "from"} <= set(rule) \
+            or set(rule) - {"set", "from", "plus", "when"}:
+        _fail(f"sglang_tune_constraints[{i}]: expected {{set: ARG, from: ARG, plus: N, "
+              "when: {ARG: VALUE}}}, e.g. set speculative-num-draft-tokens from "
+              "speculative-num-steps plus 1 when speculative-eagle-topk is 1")
+    if rule["set"] in tuned:
+        _fail(f"sglang_tune_constraints[{i}] derives '{rule['set']}', which the space also "
+              "lists: remove it from one of them")
+    if not _is_int(rule.get("plus", 0)):
+        _fail(f"sglang_tune_constraints[{i}].plus must be an integer")
+    if not isinstance(rule.get("when", {}), dict):
+        _fail(f"sglang_tune_constraints[{i}].when must map arguments to values")
+
+
+def _plan_objective(objective):
+    """sglang_tune_objective with its defaults: {metric, concurrency, ttft_p99_ms_max}."""
+    metric = objective.get("metric", "decode_tok_s_per_user")
+    if metric not in METRICS:
+        _fail(f"sglang_tune_objective.metric '{metric}' is not one of {', '.join(METRICS)}")
+    concurrency = objective.get("concurrency", 1)
+    if not _is_int(concurrency) or concurrency < 1:
+        _fail("sglang_tune_objective.concurrency must be an integer >= 1")
+    ceiling = objective.get("ttft_p99_ms_max")
+    if ceiling is not None and (not _is_number(ceiling) or ceiling <= 0):
+        _fail("sglang_tune_objective.ttft_p99_ms_max must be a positive number of ms (or null)")
+    return {"metric": metric, "concurrency": concurrency, "ttft_p99_ms_max": ceiling}
+
+
+def _plan_count(name, value, minimum):
+    """A budget count (sglang_tune_<name>) as an int >= minimum; -e name=N gives a string."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if not _is_int(value) or value < minimum:
+        _fail(f"sglang_tune_{name} must be an integer >= {minimum} (got {value!r})")
+    return value
+
+
+def _plan_min_gain(value):
+    """sglang_tune_min_gain as a float in [0, 1); -e gives a string."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+    if not _is_number(value) or not 0 <= value < 1:
+        _fail("sglang_tune_min_gain must be a fraction between 0 and 1 (e.g. 0.02 for 2%)")
+    return float(value)
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _current(knob, args, env):
@@ -342,27 +389,36 @@ def _fmt(value, digits=1):
                                       else str(value))
 
 
+def _verdict(result, winner_key):
+    """The leaderboard's last column: the verdict, where it comes from, WINNER, the reason."""
+    verdict = result.get("verdict", "?") + (" (earlier sweep)" if result.get("resumed") else "")
+    if result.get("key") == winner_key and result.get("verdict") != "identical":
+        verdict += " WINNER"
+    if result.get("reason"):
+        verdict += f": {result['reason']}"
+    return verdict
+
+
+def _leaderboard_row(result, winner_key):
+    """One result as the leaderboard's columns."""
+    level = result.get("level") or {}
+    derived = result.get("derived") or {}
+    return (
+        result.get("release") or "-",
+        result.get("id", "?"),
+        ", ".join(f"{k}={_show(v)}" for k, v in derived.items()) or "-",
+        _fmt(level.get("ttft_ms_p50")), _fmt(level.get("tpot_ms_p50"), 2),
+        _fmt(level.get("decode_tok_s_per_user")), _fmt(level.get("output_tok_s")),
+        _fmt(result.get("accept_length"), 2), _verdict(result, winner_key))
+
+
 @own_errors
 def sglang_tune_leaderboard(results, objective, winner_key=None):
     """Lines of the leaderboard: best score first, then the ones without a score."""
     rows = sorted(results, key=lambda r: (r.get("score") is None, -(r.get("score") or 0)))
     header = ("candidate", "changed", "resolved", "TTFT ms", "TPOT ms", "tok/s/user",
               "out tok/s", "accept", "verdict")
-    table = [header]
-    for r in rows:
-        lv = r.get("level") or {}
-        verdict = r.get("verdict", "?") + (" (earlier sweep)" if r.get("resumed") else "")
-        if r.get("key") == winner_key and r.get("verdict") != "identical":
-            verdict += " WINNER"
-        if r.get("reason"):
-            verdict += f": {r['reason']}"
-        table.append((
-            r.get("release") or "-",
-            r.get("id", "?"),
-            ", ".join(f"{k}={_show(v)}" for k, v in (r.get("derived") or {}).items()) or "-",
-            _fmt(lv.get("ttft_ms_p50")), _fmt(lv.get("tpot_ms_p50"), 2),
-            _fmt(lv.get("decode_tok_s_per_user")), _fmt(lv.get("output_tok_s")),
-            _fmt(r.get("accept_length"), 2), verdict))
+    table = [header, *(_leaderboard_row(r, winner_key) for r in rows)]
     widths = [max(len(str(row[i])) for row in table) for i in range(len(header) - 1)]
     lines = ["objective: " + objective["metric"] + f" at concurrency {objective['concurrency']}"
              + (f", TTFT p99 <= {objective['ttft_p99_ms_max']} ms"

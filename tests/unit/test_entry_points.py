@@ -1,7 +1,7 @@
 """Every playbook validates its variables through the role's argument spec for its entry point.
 
-`include_role: tasks_from: check.yml` looks up an entry point named `check.yml`, finds none
-and validates nothing; `tasks_from: check` applies the spec. Each playbook runs here with a
+`include_role: tasks_from: smoke.yml` looks up an entry point named `smoke.yml`, finds none
+and validates nothing; `tasks_from: smoke` applies the spec. Each playbook runs here with a
 wrongly typed variable against a host that cannot be reached: the argument spec must refuse it
 on the controller, before any task needs the host. The same run with a well typed value passes
 the validation and only then fails at the first task that needs the host (the control).
@@ -30,10 +30,10 @@ all:
 
 ENTRY_POINTS = [
     ("deploy.yml", "main"),
-    ("playbooks/smoke.yml", "check"),
+    ("playbooks/smoke.yml", "smoke"),
     ("playbooks/rollback.yml", "rollback"),
     ("playbooks/doctor.yml", "doctor"),
-    ("playbooks/preflight.yml", "whatif"),
+    ("playbooks/preflight.yml", "preflight"),
 ]
 
 
@@ -76,3 +76,19 @@ def test_a_well_typed_variable_passes_the_same_spec(tmp_path, playbook, entry_po
     assert validated and not validated[0].get("failed"), validated
     name, _ = first_failure(tasks)
     assert "Validating arguments" not in name, name
+
+
+
+def test_the_tuner_refuses_a_wrongly_typed_setting_before_the_host(tmp_path):
+    """playbooks/tune.yml runs the sglang_tune role: its spec checks the sglang_tune_* settings
+    first, on the controller; well typed, they pass and the first task on the host fails."""
+    spec = "Validating arguments against arg spec 'main' - Search for the fastest configuration"
+    name, result = first_failure(run_playbook(tmp_path, "playbooks/tune.yml",
+                                              {"sglang_tune_max_restarts": "thirty"}))
+    assert spec in name, name
+    assert "sglang_tune_max_restarts" in result["msg"] and "int" in result["msg"], result["msg"]
+    tasks = run_playbook(tmp_path, "playbooks/tune.yml",
+                         {"sglang_tune_max_restarts": 5, "sglang_model_path": "/srv/m"})
+    name, result = first_failure(tasks)
+    assert result.get("unreachable"), (name, result)
+    assert [n for n, r in tasks if spec in n and not r.get("failed")], tasks

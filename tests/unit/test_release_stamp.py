@@ -20,7 +20,7 @@ PLAYBOOK = """
     - name: Stamp
       ansible.builtin.include_role:
         name: sglang
-        tasks_from: stamp
+        tasks_from: _stamp
     - name: Let the next batch start in another second
       ansible.builtin.pause:
         seconds: 2

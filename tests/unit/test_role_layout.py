@@ -5,6 +5,7 @@ prefix; the inputs (`sglang_*`, `sglang_router_*`) are the ones documented in de
 the argument specs.
 """
 
+import re
 from pathlib import Path
 
 import yaml
@@ -41,18 +42,13 @@ def set_names(task):
     return names + ([task["register"]] if "register" in task else [])
 
 
-# Inputs a play sets on purpose: the tuner gives each candidate its own expectations
-# (tune_candidate.yml), so that the deploy's preflight judges the candidate, not the start.
-OVERRIDDEN = {"sglang_expect"}
-
-
 def test_facts_the_roles_set_are_marked_internal():
     offenders = []
     for path in TASK_FILES + PLAYBOOKS:
         tasks = role_tasks(path) if path in TASK_FILES else playbook_tasks(path)
         for task, _ in tasks:
             offenders += [f"{path.relative_to(ROOT)}: {name}" for name in set_names(task)
-                          if not name.startswith("__sglang_") and name not in OVERRIDDEN]
+                          if not name.startswith("__sglang_")]
     assert not offenders, offenders
 
 
@@ -62,11 +58,12 @@ def test_no_input_is_named_like_an_internal_fact():
         assert not [name for name in names if name.startswith("_")], defaults
 
 
-# What --tags preflight may run: reads, checks and reports. The two writes of preflight.yml
+# What --tags preflight may run: reads, checks and reports. The two writes of _judge_release.yml
 # run only after a release was rendered in this run, which --tags preflight does not do.
 READ_ONLY = {"ansible.builtin.assert", "ansible.builtin.set_fact", "ansible.builtin.debug",
              "ansible.builtin.fail", "ansible.builtin.meta", "ansible.builtin.include_tasks",
              "ansible.builtin.import_tasks", "ansible.builtin.include_role",
+             "ansible.builtin.import_role",
              *(f"sglang.deploy.{name}" for name in (
                  "sglang_facts", "sglang_host_prereqs", "sglang_pip_check", "sglang_service_state",
                  "sglang_resolve", "sglang_args_check", "sglang_server_info", "sglang_ready",
@@ -137,3 +134,67 @@ def test_tags_preflight_runs_only_read_only_checks(tmp_path):
         "Read whether the release would change (content hash and drift against current)",
         "Read every host's releases"}}
     assert not writes, writes
+
+
+# Task files: an entry point (a spec in meta/argument_specs.yml, `tasks_from: <name>`) has a
+# plain name; an internal step, imported or included by the role itself, starts with `_`.
+HEADED_ROLES = ("sglang", "sglang_tune")
+FACT = re.compile(r"\b__sglang_\w+")
+
+
+def entry_points(role):
+    specs = yaml.safe_load((ROOT / f"roles/{role}/meta/argument_specs.yml").read_text(encoding="utf-8"))
+    return set(specs["argument_specs"])
+
+
+def test_task_files_are_entry_points_or_marked_internal():
+    for role in HEADED_ROLES:
+        files = {path.stem for path in (ROOT / f"roles/{role}/tasks").glob("*.yml")}
+        public = {name for name in files if not name.startswith("_")}
+        assert public == entry_points(role), role
+
+
+def strings(node):
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield from strings(key)
+            yield from strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from strings(value)
+
+
+def facts_of(path):
+    """(read, set): the internal facts a task file uses that none of its tasks sets, and those
+    it sets (set_fact, register). Names a task passes in `vars:` and the role's vars/main.yml
+    values are neither."""
+    role_vars = set(yaml.safe_load((path.parents[1] / "vars/main.yml").read_text(encoding="utf-8"))
+                    if (path.parents[1] / "vars/main.yml").exists() else {})
+    sets, passed, used = set(), set(), set()
+    for task, _ in role_tasks(path):
+        sets |= {name for name in set_names(task) if name.startswith("__sglang_")}
+        passed |= {name for name in task.get("vars") or {} if name.startswith("__sglang_")}
+        for key, value in task.items():
+            if key not in ("block", "rescue", "always"):
+                used |= {fact for text in strings(value) for fact in FACT.findall(text)}
+    return sorted(used - sets - passed - role_vars), sorted(sets - passed)
+
+
+def test_each_task_file_starts_with_what_it_does_and_the_facts_it_reads_and_sets():
+    for role in HEADED_ROLES:
+        for path in sorted((ROOT / f"roles/{role}/tasks").glob("*.yml")):
+            lines = path.read_text(encoding="utf-8").splitlines()
+            assert lines[0] == "---" and lines[1].startswith("# "), path
+            assert lines[2].startswith("# Reads: "), path
+            header = lines[2][2:]
+            for line in lines[3:]:
+                if not line.startswith("#   "):
+                    break
+                header += " " + line[4:]
+            reads, sets = facts_of(path)
+            said = re.fullmatch(r"Reads: (.*?)\. Sets: (.*?)(?: \(.*\))?\.", header)
+            assert said, (path, header)
+            listed = [[] if part == "no internal fact" else part.split(", ") for part in said.groups()]
+            assert listed == [reads, sets], (path.name, header, reads, sets)

@@ -1,4 +1,4 @@
-"""The tuner's search (the collection's plugins/filter/sglang_tune.py), driven the way roles/sglang/tasks/tune*.yml
+"""The tuner's search (the collection's plugins/filter/sglang_tune.py), driven the way roles/sglang_tune/tasks/*.yml
 drive it, against the stand-in's performance model (tests/standin/sglang_standin/perf.py)."""
 
 import pytest
@@ -256,3 +256,80 @@ def test_the_winners_arguments_are_yaml_even_from_ansibles_own_types():
                                      {Tagged("mem-fraction-static"): 0.8})
     assert yaml.safe_load(text) == {"sglang_server_args": {
         "attention-backend": "triton", "mem-fraction-static": 0.8, "speculative-num-steps": 2}}
+
+
+# The planner's parts, one concern each (sglang_tune_plan only calls them in order).
+@pytest.mark.parametrize("kind, name, values, match", [
+    ("args", "speculative-num-steps", [[1, 2]], "not a scalar"),
+    ("args", "speculative-num-steps", [], "non-empty list"),
+    ("args", "api-key", ["x"], "not a performance knob"),
+    ("env", "NCCL_P2P_DISABLE", [1, "1"], "lists a value twice"),  # one value as a string
+    ("env", "1BAD", ["1"], "environment variable"),
+])
+def test_a_knob_is_refused_for_what_it_gets_wrong(kind, name, values, match):
+    with pytest.raises(AnsibleFilterError, match=match):
+        t._plan_knob(kind, name, values)
+
+
+def test_a_knob_keeps_its_values_env_ones_as_strings():
+    assert t._plan_knob("args", "disable-cuda-graph", [False, True]) == {
+        "name": "disable-cuda-graph", "kind": "args", "values": [False, True]}
+    assert t._plan_knob("env", "NCCL_P2P_DISABLE", [0, True])["values"] == ["0", "True"]
+
+
+def test_knobs_list_args_before_env():
+    knobs = t._plan_knobs({"env": {"NCCL_P2P_DISABLE": ["1"]}, "args": {"tp-size": [1, 2]}})
+    assert [k["name"] for k in knobs] == ["tp-size", "NCCL_P2P_DISABLE"]
+    with pytest.raises(AnsibleFilterError, match="map names to lists"):
+        t._plan_knobs({"args": ["tp-size"]})
+
+
+@pytest.mark.parametrize("rule, match", [
+    ({"set": "a", "from": "b", "plus": True}, "plus must be an integer"),
+    ({"set": "a", "from": "b", "plus": "1"}, "plus must be an integer"),
+    ({"set": "a", "from": "b", "when": ["c"]}, "when must map"),
+    ({"set": "a", "from": "b", "unless": {}}, "expected"),
+    ("set a from b", "expected"),
+])
+def test_a_constraint_is_refused_for_what_it_gets_wrong(rule, match):
+    with pytest.raises(AnsibleFilterError, match=r"sglang_tune_constraints\[1\]"):
+        t._plan_constraints([{"set": "x", "from": "y"}, rule], [])
+    with pytest.raises(AnsibleFilterError, match=match):
+        t._plan_constraint(0, rule, set())
+    with pytest.raises(AnsibleFilterError, match="must be a list"):
+        t._plan_constraints({"set": "a", "from": "b"}, [])
+
+
+def test_the_objective_has_defaults_and_refuses_booleans():
+    assert t._plan_objective({}) == {"metric": "decode_tok_s_per_user", "concurrency": 1,
+                                     "ttft_p99_ms_max": None}
+    assert t._plan_objective({"metric": "output_tok_s", "concurrency": 8,
+                              "ttft_p99_ms_max": 500.5})["ttft_p99_ms_max"] == 500.5
+    for bad in ({"concurrency": True}, {"concurrency": 1.5}, {"ttft_p99_ms_max": True},
+                {"ttft_p99_ms_max": "500"}):
+        with pytest.raises(AnsibleFilterError, match="sglang_tune_objective"):
+            t._plan_objective(bad)
+
+
+def test_budget_counts_and_the_minimum_gain():
+    assert t._plan_count("finalists", " 3 ", 1) == 3
+    refusal = "sglang_tune_finalists must be an integer >= 1"
+    for bad in (True, 0, None, 2.0, "-1"):
+        with pytest.raises(AnsibleFilterError, match=refusal):
+            t._plan_count("finalists", bad, 1)
+    assert t._plan_min_gain("0") == 0.0 and t._plan_min_gain(0.5) == 0.5
+    for bad in (1, -0.1, "a lot", True, None):
+        with pytest.raises(AnsibleFilterError, match="between 0 and 1"):
+            t._plan_min_gain(bad)
+
+
+def test_a_leaderboard_row_says_where_a_result_comes_from():
+    row = t._leaderboard_row({"id": "x=1", "key": "k", "verdict": "measured", "resumed": True,
+                              "release": "r1", "derived": {"y": True}, "accept_length": 2.5,
+                              "level": {"ttft_ms_p50": 12.0, "decode_tok_s_per_user": 80.25}},
+                             "k")
+    assert row == ("r1", "x=1", "y=true", "12.0", "-", "80.2", "-", "2.50",
+                   "measured (earlier sweep) WINNER")
+    assert t._verdict({"key": "k", "verdict": "identical", "reason": "same"}, "k") == \
+        "identical: same"
+    assert t._leaderboard_row({}, None)[:3] == ("-", "?", "-")
