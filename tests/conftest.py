@@ -24,6 +24,13 @@ settings.load_profile("full")
 
 
 @pytest.fixture(autouse=True)
+def _outside_the_clone(tmp_path, monkeypatch):
+    """Every test runs in a directory of its own: a relative path a module or a test writes to
+    (a hostile `dest`, a chart, a `.tmp`) lands there, never in the working tree."""
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(autouse=True)
 def _no_download_unless_marked(request, monkeypatch):
     """Only a test marked `network` may download: pip gets no index for any other, so a test
     that downloads without the mark fails (in `make check` and `make test` alike)."""
