@@ -290,7 +290,8 @@ def watch(params, work, resume, proc=None, clock=time.time, sleep=time.sleep):
                     "progress": progress}, False
         if phase == "failed":
             raise FetchFailed(f"the fetch of {params['repo']}@{params['revision']} failed: "
-                              + excerpt(state.get("error", "?"), secrets), log_tail(work, secrets))
+                              + excerpt(state.get("error", "?"), secrets, limit=600),
+                              log_tail(work, secrets))
         pid = proc.pid if proc else _pid(work)
         if not (proc.poll() is None if proc else alive(pid)):
             if read_json(os.path.join(work, "state.json")).get("phase") in ("done", "failed"):
