@@ -1,20 +1,27 @@
-# Two commands on a fresh Debian/Ubuntu machine (as root, or with sudo):
-#   make demo   set up, then deploy SGLang (stand-in engine) into a local systemd container
-#   make test   set up, then lint + unit tests + molecule
+# Two commands on a fresh Debian/Ubuntu machine:
+#   make check  lint + unit tests: no root, no apt, no podman, no network (a few minutes)
+#   make test   the full check (as root, or with sudo): also apt, the collection, integration,
+#               bench and every molecule scenario
+#   make demo   (as root, or with sudo) deploy SGLang (stand-in engine) into a local systemd container
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
-export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export PATH := $(abspath $(VENV))/bin:$(PATH)
 export SGLANG_DEPLOY_WHEELHOUSE ?= $(CURDIR)/.cache/wheelhouse
 export ANSIBLE_FORCE_COLOR ?= 0
 export PY_COLORS ?= 0
+# Tests never write into the working tree: no __pycache__ from the clone's Python either.
+export PYTHONDONTWRITEBYTECODE := 1
 DEMO_HOST ?= sglang-demo
 IMAGE ?= localhost/sglang-deploy-host:bookworm
 
-.PHONY: setup host-packages wheelhouse-full lint sanity collection collection-test unit integration bench molecule test demo demo-clean
+.PHONY: setup host-packages image wheelhouse-full check check-steps lint sanity collection \
+  collection-test unit unit-check integration bench molecule test test-steps demo demo-clean
 
-setup: host-packages $(VENV)/.installed
+# The controller's tools in a venv (requirements.txt): no root.
+setup: $(VENV)/.installed
 
+# System packages (apt, as root or with sudo): podman, runc, debootstrap for molecule and the demo.
 host-packages:
 	@bash scripts/install-host-packages.sh
 
@@ -23,10 +30,23 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
 	touch $@
 
-lint: setup sanity
+# The Debian 12 systemd image of the molecule hosts and the demo (podman; rebuilt only when
+# scripts/build-test-image.sh changes). Molecule does not build it: its targets depend on this.
+image: host-packages
+	bash scripts/build-test-image.sh
+
+# The fast tier: lint and the unit tests side by side (each output printed whole when it ends);
+# it fails if it leaves the working tree dirty.
+check:
+	@bash scripts/tree-unchanged.sh $(MAKE) --no-print-directory -j2 --output-sync=target check-steps
+
+check-steps: lint unit-check
+
+lint: setup
 	yamllint .
 	ansible-lint
-	set -e; for playbook in deploy.yml playbooks/*.yml; do ansible-playbook "$$playbook" --syntax-check; done
+	ansible-playbook --syntax-check deploy.yml playbooks/*.yml
+	python scripts/filter_docs.py --check
 
 # The repository is the sglang.deploy collection: built as it stands (galaxy.yml's build_ignore
 # leaves out the tooling and tests) into dist/sglang-deploy-<version>.tar.gz.
@@ -43,8 +63,14 @@ sanity: collection
 collection-test: collection
 	bash scripts/test-collection.sh dist/sglang-deploy-$$(python -c 'import yaml; print(yaml.safe_load(open("galaxy.yml"))["version"])').tar.gz
 
+# Unit tests without the ones that download (marked `network`), hypothesis with a fifth of its
+# examples (the `check` profile), two processes (pytest-xdist).
+unit-check: setup
+	pytest tests/unit -n auto -m "not network" --hypothesis-profile=check
+
+# Every unit test, every example (the `full` profile), the downloads included.
 unit: setup
-	pytest tests/unit
+	pytest tests/unit -n auto
 
 # Real SGLang releases (0.5.12, 0.5.15, 0.5.23) asked what they resolve: full installs built
 # once with uv by scripts/build-sglang-venv.sh, cached in ~/.cache/sglang-deploy/full-venvs.
@@ -61,13 +87,16 @@ wheelhouse-full: setup
 	bash scripts/build-wheelhouse-full.sh >/dev/null
 
 # Every scenario, two at a time (MOLECULE_LANES=1 for one after another).
-molecule: setup wheelhouse-full
+molecule: setup image wheelhouse-full
 	bash scripts/molecule-all.sh
 
-test: lint collection-test unit integration bench molecule
+# The full check; it fails if it leaves the working tree dirtier than it found it.
+test: host-packages
+	@bash scripts/tree-unchanged.sh $(MAKE) --no-print-directory test-steps
 
-demo: setup
-	bash scripts/build-test-image.sh
+test-steps: lint sanity collection-test unit integration bench molecule
+
+demo: setup image
 	bash scripts/build-wheelhouse.sh >/dev/null
 	podman container exists $(DEMO_HOST) || podman run -d --name $(DEMO_HOST) --hostname $(DEMO_HOST) \
 	  --runtime=runc --systemd=always --ulimit nofile=4096:4096 --ulimit nproc=4096:4096 $(IMAGE) /sbin/init

@@ -10,9 +10,10 @@ lanes="${MOLECULE_LANES:-2}"
 logs="$(mktemp -d)"
 trap 'rm -rf "$logs"' EXIT
 
-# What the scenarios share, made once before the lanes so that two never build it at once:
-# the image (each dependency step then finds it current), the offline wheelhouse (each prepare
-# step then finds it complete) and the demo API key (the inventory's password lookup).
+# What the scenarios share, made once before the lanes so that two never build it at once
+# (molecule builds none of it): the image (`make image`; skipped when current), the offline
+# wheelhouse (each prepare step then finds it complete) and the demo API key (the inventory's
+# password lookup). molecule/real's full wheelhouse comes from `make wheelhouse-full`.
 bash scripts/build-test-image.sh
 bash scripts/build-wheelhouse.sh >/dev/null
 key="$HOME/.cache/sglang-deploy/demo-api-key"

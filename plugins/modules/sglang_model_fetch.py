@@ -324,7 +324,8 @@ def watch(params, work, resume, proc=None, clock=time.time, sleep=time.sleep):
             return _fetched(params, state, progress, clock() - started), False
         if phase == "failed":
             raise FetchFailed(f"the fetch of {params['repo']}@{params['revision']} failed: "
-                              + excerpt(state.get("error", "?"), secrets), log_tail(work, secrets))
+                              + excerpt(state.get("error", "?"), secrets, limit=600),
+                              log_tail(work, secrets))
         pid = proc.pid if proc else _pid(work)
         if _ended_with_result(proc, pid, work, secrets):
             continue  # it wrote its result as it ended

@@ -10,6 +10,9 @@ from support import ROOT, run_main
 from support.fakehub import serve
 from support.wheels import full_venv
 
+# Full sglang installs, built with uv from PyPI (cached outside the clone after the first run).
+pytestmark = pytest.mark.network
+
 MODULE = ROOT / "plugins" / "modules" / "sglang_model_fetch.py"
 COMMIT = "89abcdef0123456789abcdef0123456789abcdef"
 TOKEN = "hf_" + "RealClientToken" * 3

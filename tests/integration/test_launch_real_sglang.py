@@ -13,6 +13,9 @@ from support.wheels import full_venv
 
 from ansible_collections.sglang.deploy.plugins.filter import sglang_render as render
 
+# Full sglang installs, built with uv from PyPI (cached outside the clone after the first run).
+pytestmark = pytest.mark.network
+
 KEY = "sk-" + "Zx81" * 10
 
 # SGLang's own start-up path for the arguments: prepare_server_args(argv), which merges the

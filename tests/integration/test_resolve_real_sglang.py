@@ -17,6 +17,9 @@ import yaml
 from support import load_module
 from support.wheels import full_venv
 
+# Full sglang installs, built with uv from PyPI (cached outside the clone after the first run).
+pytestmark = pytest.mark.network
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "collections"))
 from ansible_collections.sglang.deploy.plugins.filter import sglang_preflight as pf  # noqa: E402

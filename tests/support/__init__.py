@@ -65,3 +65,11 @@ def run_main(path, args, check_mode=False):
     finally:
         basic._ANSIBLE_ARGS, basic._ANSIBLE_PROFILE = saved
     return out.getvalue(), code
+
+
+def examples(n):
+    """`n` hypothesis examples under the full profile (`make test`), a fifth under `check`
+    (`make check`): the profile loaded by tests/conftest.py scales what a test asks for."""
+    from hypothesis import settings
+
+    return max(5, n * settings.default.max_examples // 100)

@@ -2,9 +2,13 @@
 
 SGLang's code is never committed here; tests read the published wheels, unpacked as a venv's
 site-packages (`<cache>/venvs/<version>/lib/python3.11/site-packages`), which is the layout
-`sglang_facts` reads on a host.
+`sglang_facts` reads on a host. A test that calls these downloads on its first run: it is
+marked `@pytest.mark.network` (`make check` leaves it out; tests/conftest.py gives pip no index
+for a test without the mark).
 """
 
+import contextlib
+import fcntl
 import os
 import subprocess
 import sys
@@ -14,18 +18,31 @@ from pathlib import Path
 CACHE = Path(os.environ.get("SGLANG_DEPLOY_CACHE", Path.home() / ".cache" / "sglang-deploy"))
 
 
+@contextlib.contextmanager
+def _locked():
+    """One process at a time fills the cache (pytest -n runs tests in several)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".wheels.lock", "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def wheel(version):
     wheels = CACHE / "wheels"
-    found = sorted(wheels.glob(f"sglang-{version}-*.whl"))
-    if not found:
-        wheels.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q",
-             "--no-deps", "--only-binary=:all:", "--python-version", "3.11",
-             "-d", str(wheels), f"sglang=={version}"],
-            check=True,
-        )
+    with _locked():
         found = sorted(wheels.glob(f"sglang-{version}-*.whl"))
+        if not found:
+            wheels.mkdir(parents=True, exist_ok=True)
+            download = subprocess.run(
+                [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q",
+                 "--no-deps", "--only-binary=:all:", "--python-version", "3.11",
+                 "-d", str(wheels), f"sglang=={version}"],
+                check=False,
+            )
+            if download.returncode:
+                raise RuntimeError(f"could not download sglang=={version} into {wheels}; a test "
+                                   "that downloads is marked @pytest.mark.network")
+            found = sorted(wheels.glob(f"sglang-{version}-*.whl"))
     return found[0]
 
 
@@ -35,10 +52,13 @@ def venv_with(version):
     site = root / "lib" / "python3.11" / "site-packages"
     done = root / ".unpacked"
     if not done.exists():
-        site.mkdir(parents=True, exist_ok=True)
-        with zipfile.ZipFile(wheel(version)) as archive:
-            archive.extractall(site)
-        done.touch()
+        archive_path = wheel(version)
+        with _locked():
+            if not done.exists():
+                site.mkdir(parents=True, exist_ok=True)
+                with zipfile.ZipFile(archive_path) as archive:
+                    archive.extractall(site)
+                done.touch()
     return root
 
 

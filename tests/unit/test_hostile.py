@@ -19,7 +19,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
-from support import ROOT, _load, run_main
+from support import ROOT, _load, examples, run_main
 from support.hostile import hang, raw, reply, serve, stream, trickle
 
 
@@ -171,7 +171,7 @@ def check_output(text, code):
 
 
 @pytest.mark.parametrize("name, path", MODULES, ids=[m[0] for m in MODULES])
-@settings(max_examples=25, deadline=None,
+@settings(max_examples=examples(25), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_hostile_arguments_files_and_servers(name, path, data, urls):

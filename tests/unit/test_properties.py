@@ -6,6 +6,7 @@ import string
 from ansible.errors import AnsibleFilterError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import examples
 
 from ansible_collections.sglang.deploy.plugins.filter import sglang_preflight
 from ansible_collections.sglang.deploy.plugins.filter import sglang_render
@@ -25,7 +26,7 @@ pf, render, verify = (Filters(m) for m in (sglang_preflight, sglang_render, sgla
 # Not a filter of its own: sglang_preflight reads the facts' nvidia-smi matrices with it.
 nvidia_topology = own_errors(sglang_preflight.nvidia_topology)
 
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-10, 10**6), st.floats(allow_nan=False),
                     st.text(max_size=12))
 json_like = st.recursive(scalars, lambda inner: st.one_of(

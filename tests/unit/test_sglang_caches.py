@@ -37,6 +37,7 @@ def _declared_envs(tree):
             for t in node.targets if isinstance(t, ast.Name)}
 
 
+@pytest.mark.network
 def test_every_cache_the_pinned_sglang_redirects_is_set_under_the_cache_dir():
     tree = _environ_source()
     redirected = _redirected_by_sglang(tree)

@@ -43,6 +43,7 @@ EXPECTED = {
 }
 
 
+@pytest.mark.network
 @pytest.mark.parametrize("version", sorted(EXPECTED))
 def test_blacklist_read_from_the_installed_sources(version):
     venv = venv_with(version)
@@ -61,6 +62,7 @@ def test_blacklist_read_from_the_installed_sources(version):
     print(f"\nsglang_facts on sglang {version}'s real sources: {elapsed:.2f} s")
 
 
+@pytest.mark.network
 def test_sibling_rules_of_0_5_10_include_speculative_decoding():
     bl = facts_mod.collect({"venv": str(venv_with("0.5.10")), "env": {}})["piecewise_blacklist"]
     conditions = [r["condition"] for r in bl["sibling_rules"]]

@@ -1,21 +1,25 @@
 """sglang_service_state: what the service part of a deploy would change, read in one call."""
 
 import contextlib
+import grp
 import hashlib
 import io
 import json
 import os
+import pwd
 
 from ansible.module_utils import basic
 
 from support import load_module
 
 state = load_module("sglang_service_state")
+# Files the tests make belong to whoever runs them (root on a host, anyone in `make check`).
+OWNER, GROUP = pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name
 
 
 def want_file(path, content="x\n", **kw):
     return {"path": str(path), "sha256": hashlib.sha256(content.encode()).hexdigest(),
-            "state": "present", "owner": "root", "group": "root", "mode": "0644", **kw}
+            "state": "present", "owner": OWNER, "group": GROUP, "mode": "0644", **kw}
 
 
 def test_a_file_as_rendered_has_no_difference(tmp_path):
@@ -39,7 +43,7 @@ def test_content_mode_and_presence_differences_are_named_without_content(tmp_pat
 
 def test_directories_and_users(tmp_path):
     os.chmod(tmp_path, 0o750)
-    want = {"path": str(tmp_path), "owner": "root", "group": "root", "mode": "0750"}
+    want = {"path": str(tmp_path), "owner": OWNER, "group": GROUP, "mode": "0750"}
     assert state.directory_differences(want) == []
     assert state.directory_differences({**want, "mode": "0700"}) == [
         f"{tmp_path}: mode 0750 (want 0700)"]

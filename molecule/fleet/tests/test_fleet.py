@@ -1,6 +1,8 @@
 """A fleet: the real SGLang router under systemd in front of two replicas on a private podman
 network. Rollouts run with ansible-runner; outcomes come from its events, the router's worker
-API and the hosts. Every test runs once, from the router's point of view."""
+API and the hosts. Every test runs once, from the router's point of view. Each rollout is a
+module-scoped fixture that runs once, after the rollout it builds on, and returns what it saw
+right after: the tests assert on that, in whatever order they run."""
 
 import json
 import os
@@ -78,6 +80,15 @@ def completions_through_router(n=4):
         assert json.loads(text)["usage"]["completion_tokens"] == 4
 
 
+def served_through_router():
+    """True, or why completions through the router failed (recorded by a fixture)."""
+    try:
+        completions_through_router()
+    except AssertionError as exc:
+        return str(exc)
+    return True
+
+
 def test_router_runs_under_systemd_with_both_replicas_healthy(host):
     assert host.service("sglang-router").is_running and host.service("sglang-router").is_enabled
     assert workers() == {f"http://{name}:30000": True for name in REPLICAS}
@@ -96,15 +107,55 @@ def test_router_requires_the_key_and_never_shows_it(host):
     assert secrets.mode == 0o600 and secrets.user == "sglang-router"
 
 
-def test_a_rollout_goes_canary_first_then_the_batch(host):
+@pytest.fixture(scope="module")
+def good_rollout():
+    """A release other than converge's, rolled out canary first, then the batch."""
     before = {name: serving(name) for name in REPLICAS}
     out = play("deploy.yml", {"sglang_env": GOOD_ENV})
+    after = {name: serving(name) for name in REPLICAS}
+    return {"before": before, "out": out, "after": after,
+            "statuses": {name: manifest(name, after[name][0])["status"] for name in REPLICAS},
+            "workers": workers()}
+
+
+@pytest.fixture(scope="module")
+def failing_canary(good_rollout):
+    """A new release whose decode speed (20 tok/s) is below the profile's floor (45)."""
+    before = {name: serving(name) for name in REPLICAS}
+    other_releases = releases(OTHER)
+    out = play("deploy.yml", {"sglang_env": {**GOOD_ENV, "SGLANG_STANDIN_TOK_S": "20"}})
+    failed = sorted(releases(CANARY))[-1]
+    return {"before": before, "other_releases_before": other_releases, "out": out,
+            "canary": serving(CANARY), "failed_status": manifest(CANARY, failed)["status"],
+            "other": serving(OTHER), "other_releases": releases(OTHER), "workers": workers(),
+            "served": served_through_router()}
+
+
+@pytest.fixture(scope="module")
+def rerun(failing_canary):
+    """The good release's values again."""
+    return play("deploy.yml", {"sglang_env": GOOD_ENV})
+
+
+@pytest.fixture(scope="module")
+def two_nodes(rerun):
+    """One model over the two replicas (check mode): without, then with a batch of 2."""
+    nodes = {"sglang_nodes_group": "sglang", "sglang_env": GOOD_ENV,
+             "sglang_server_args": {"tp-size": 4}, "sglang_expect": {"tp_size": 4},
+             "sglang_nccl_env": {"NCCL_SOCKET_IFNAME": "eth0"}}
+    split = play("deploy.yml", nodes, check=True)
+    out = play("deploy.yml", {**nodes, "sglang_rollout_serial": [2]}, check=True, diff=True)
+    return {"split": split, "out": out, "workers": workers()}
+
+
+def test_a_rollout_goes_canary_first_then_the_batch(good_rollout):
+    out, before, after = good_rollout["out"], good_rollout["before"], good_rollout["after"]
     assert out["status"] == "successful", out["msg"]
     assert restarts(out["events"]) == [CANARY, OTHER]
     for name in REPLICAS:
-        release, pid = serving(name)
+        release, pid = after[name]
         assert release != before[name][0] and pid != before[name][1]
-        assert manifest(name, release)["status"] == "good"
+        assert good_rollout["statuses"][name] == "good"
     # Each replica left the router before its restart and came back after its smoke test.
     membership = [(e["event_data"]["host"], e["event_data"]["task"].rsplit(" ", 1)[1])
                   for e in out["events"] if e["event"] == "runner_on_ok"
@@ -114,49 +165,42 @@ def test_a_rollout_goes_canary_first_then_the_batch(host):
     report = reports(out["events"])
     assert "fleet: 2 hosts serving 1 release content(s)" in report
     assert report.count("deployed in this run") == 2
-    assert workers() == {f"http://{name}:30000": True for name in REPLICAS}
+    assert good_rollout["workers"] == {f"http://{name}:30000": True for name in REPLICAS}
 
 
-def test_a_failing_canary_stops_the_rollout_and_the_router_keeps_serving(host):
-    before = {name: serving(name) for name in REPLICAS}
-    other_releases = releases(OTHER)
-    # A new release whose decode speed (20 tok/s) is below the profile's floor (45).
-    out = play("deploy.yml", {"sglang_env": {**GOOD_ENV, "SGLANG_STANDIN_TOK_S": "20"}})
+def test_a_failing_canary_stops_the_rollout_and_the_router_keeps_serving(failing_canary):
+    seen, before = failing_canary, failing_canary["before"]
+    out = seen["out"]
     assert out["status"] == "failed"
     assert "Rolled back" in out["msg"] and "below the floor" in out["msg"]
     # The canary serves its previous release again (rolled back), the other was not touched.
-    assert serving(CANARY)[0] == before[CANARY][0]
-    failed = sorted(releases(CANARY))[-1]
-    assert manifest(CANARY, failed)["status"] == "failed"
-    assert serving(OTHER) == before[OTHER]
-    assert releases(OTHER) == other_releases
+    assert seen["canary"][0] == before[CANARY][0]
+    assert seen["failed_status"] == "failed"
+    assert seen["other"] == before[OTHER]
+    assert seen["other_releases"] == seen["other_releases_before"]
     assert restarts(out["events"]) == [CANARY, CANARY]  # the failed start, then the rollback
     report = reports(out["events"])
     assert f"{CANARY}" in report and "failed in this run" in report
     assert "not reached: unchanged" in report
     # The router serves both again: the restored canary went back in after its readiness.
-    assert workers() == {f"http://{name}:30000": True for name in REPLICAS}
-    completions_through_router()
+    assert seen["workers"] == {f"http://{name}:30000": True for name in REPLICAS}
+    assert seen["served"] is True, seen["served"]
 
 
-def test_a_rerun_changes_nothing(host):
-    out = play("deploy.yml", {"sglang_env": GOOD_ENV})
-    assert out["status"] == "successful", out["msg"]
-    assert out["changed"] == 0
+def test_a_rerun_changes_nothing(rerun):
+    assert rerun["status"] == "successful", rerun["msg"]
+    assert rerun["changed"] == 0
 
 
-def test_one_model_over_two_nodes_renders_ranks_and_restarts_rank_0_first(host):
+def test_one_model_over_two_nodes_renders_ranks_and_restarts_rank_0_first(two_nodes):
     """What CI can prove of multi-node without GPUs: the rendering, the batch rule and the
     restart order (check mode; the stand-in does not join ranks)."""
-    nodes = {"sglang_nodes_group": "sglang", "sglang_env": GOOD_ENV,
-             "sglang_server_args": {"tp-size": 4}, "sglang_expect": {"tp_size": 4},
-             "sglang_nccl_env": {"NCCL_SOCKET_IFNAME": "eth0"}}
-    split = play("deploy.yml", nodes, check=True)
+    split = two_nodes["split"]
     assert split["status"] == "failed"
     assert "must restart together" in split["msg"]
     assert "sglang_rollout_serial" in split["msg"]
 
-    out = play("deploy.yml", {**nodes, "sglang_rollout_serial": [2]}, check=True, diff=True)
+    out = two_nodes["out"]
     assert out["status"] == "successful", out["msg"]
     diffs = {e["event_data"]["host"]: repr(e["event_data"]["res"].get("diff"))
              for e in out["events"] if e["event"] == "runner_on_ok"
@@ -171,4 +215,4 @@ def test_one_model_over_two_nodes_renders_ranks_and_restarts_rank_0_first(host):
     assert order == [(CANARY, "Restart SGLang on the release current points at"),
                      (OTHER, "Restart the other ranks once rank 0 started")]
     # Check mode changed nothing: both replicas still serve what they served.
-    assert workers() == {f"http://{name}:30000": True for name in REPLICAS}
+    assert two_nodes["workers"] == {f"http://{name}:30000": True for name in REPLICAS}

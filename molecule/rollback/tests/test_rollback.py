@@ -1,6 +1,8 @@
 """Every failure after activation puts the previous good release back; rollback on demand.
 
-The tests run in order on one host: converge made release A (good).
+Converge made release A (good). Each change to the host is a module-scoped fixture that runs
+once, after the changes it builds on (its own fixtures), and returns what it saw right after:
+the tests assert on that, in whatever order they run.
 """
 
 import json
@@ -17,7 +19,6 @@ BASE = "/opt/sglang"
 # The demo's stand-in knobs (inventory/demo/group_vars): sglang_env replaces them all.
 KNOBS = {"SGLANG_STANDIN_TOK_S": "55", "SGLANG_STANDIN_TTFT_MS": "250",
          "SGLANG_STANDIN_TOKENS_PER_CHUNK": "3"}
-STATE = {}
 
 
 def current(host):
@@ -57,131 +58,205 @@ def newest(host):
     return sorted(releases(host))[-1]
 
 
-def test_release_a_is_good(host):
-    STATE["a"] = current(host)
-    a = manifest(host, STATE["a"])
+CASES = {
+    "refuses-to-start": (
+        {"SGLANG_STANDIN_REFUSE_FLAG": "enable-metrics"},
+        "Wait until SGLang generates tokens", "crashes during start"),
+    "slower-than-the-floor": (
+        {"SGLANG_STANDIN_TOK_S": "30"},
+        "Refuse a release slower than the floor or than the one it replaces",
+        "is below the floor of 45"),
+    "decode-graph-resolved-off": (
+        {"SGLANG_STANDIN_RESOLVED": json.dumps(
+            {"cuda_graph_config": {"decode": {"backend": "disabled", "max_bs": 0},
+                                   "prefill": {"backend": "disabled", "max_bs": 0}}})},
+        "Refuse a server that did not resolve what is required",
+        "decode_cuda_graph: required by sglang_expect, but the server resolved off"),
+}
+
+
+@pytest.fixture(scope="module")
+def release_a(host):
+    """Release A, as converge left it, before anything else changes the host."""
+    a = current(host)
+    return {"id": a, "manifest": manifest(host, a), "serves": serves(host)}
+
+
+@pytest.fixture(scope="module")
+def failures(host, release_a):
+    """Three releases that fail after going live, one after the other."""
+    seen = {}
+    for case, (env, _, _) in CASES.items():
+        out = play("deploy.yml", {"sglang_env": {**KNOBS, **env}})
+        seen[case] = {"out": out, "current": current(host), "serves": serves(host),
+                      "failed": manifest(host, newest(host))}
+    return seen
+
+
+@pytest.fixture(scope="module")
+def release_e_then_rollback(host, release_a, failures):
+    """A good release E, a rollback to A in check mode, the ml-env drifting, the rollback."""
+    seen = {"deploy": play("deploy.yml", {"sglang_env": {**KNOBS, "SGLANG_STANDIN_TTFT_MS": "240"}})}
+    e = seen["e"] = current(host)
+    seen["e_manifest"] = manifest(host, e)
+    seen["check"] = play("playbooks/rollback.yml", {"sglang_rollback_to": release_a["id"]},
+                         check=True, diff=True)
+    seen["current_after_check"] = current(host)
+    # The ml-env drifts while E serves (a package removed by hand): the rollback puts back
+    # A's whole recorded set (packages.txt), not only its sglang version.
+    seen["recorded"] = host.check_output(
+        f"cat {BASE}/releases/{release_a['id']}/packages.txt").splitlines()[1:]
+    host.run_expect([0], f"{VENV}/bin/python -m pip uninstall -y -q pyyaml")
+    seen["before"] = freeze(host)
+    seen["rollback"] = play("playbooks/rollback.yml", {"sglang_rollback_to": release_a["id"]})
+    seen["after"] = freeze(host)
+    seen["installed"] = installed(host)
+    seen["current"], seen["serves"] = current(host), serves(host)
+    seen["a_status"] = manifest(host, release_a["id"])["status"]
+    seen["e_status"] = manifest(host, e)["status"]
+    return seen
+
+
+@pytest.fixture(scope="module")
+def rerun(host, release_e_then_rollback):
+    """deploy.yml again with the inventory's values: A's."""
+    before = releases(host)
+    out = play("deploy.yml")
+    return {"out": out, "before": before, "after": releases(host), "current": current(host)}
+
+
+@pytest.fixture(scope="module")
+def refused_rollback(host, rerun):
+    failed = [r for r in releases(host) if manifest(host, r)["status"] == "failed"]
+    out = play("playbooks/rollback.yml", {"sglang_rollback_to": failed[0]})
+    return {"out": out, "current": current(host)}
+
+
+@pytest.fixture(scope="module")
+def held_lock(host, refused_rollback):
+    """Deploys while another run holds the lock, while a stale lock stays, then breaking it."""
+    lock = f"{BASE}/.deploy.lock"
+    seen = {}
+    host.check_output(f"""echo '{{"run_id": "other", "owner": "bob@ctl (Deploy SGLang)", \
+"since": '$(date +%s)'}}' > {lock}""")
+    try:
+        seen["held"] = play("deploy.yml", {"sglang_env": {**KNOBS, "SGLANG_STANDIN_TTFT_MS": "230"}})
+        seen["current"] = current(host)
+        seen["lock_kept"] = host.file(lock).contains('"run_id": "other"')
+        host.check_output(f"""echo '{{"run_id": "killed", "owner": "bob@ctl", "since": 0}}' > {lock}""")
+        seen["stale"] = play("deploy.yml")
+        seen["broken"] = play("deploy.yml", {"sglang_lock_break_stale": True})
+        seen["lock_left"] = host.file(lock).exists
+    finally:
+        host.run(f"rm -f {lock}")
+    return seen
+
+
+@pytest.fixture(scope="module")
+def kept(host, held_lock):
+    """The releases left once every run on the service is done."""
+    return releases(host)
+
+
+@pytest.fixture(scope="module")
+def fresh_service(host, kept, release_a):
+    """A second service on the same host, whose very first release refuses to start."""
+    fresh = {"sglang_base_dir": "/opt/sglang-fresh", "sglang_service_name": "sglang-fresh",
+             "sglang_port": 30001,
+             "sglang_env": {**KNOBS, "SGLANG_STANDIN_REFUSE_FLAG": "enable-metrics"}}
+    out = play("deploy.yml", fresh)
+    return {"out": out, "fresh_running": host.service("sglang-fresh").is_running,
+            "serves": serves(host), "current": current(host)}
+
+
+def test_release_a_is_good(release_a):
+    a = release_a["manifest"]
     assert a["status"] == "good"
     assert a["preflight"]["ok"] and a["verification"]["ok"]
     assert a["smoke"]["levels"][0]["decode_tok_s_per_user"] > 45
-    assert serves(host)
+    assert release_a["serves"]
 
 
-@pytest.mark.parametrize(
-    "case, env, step, why",
-    [
-        ("refuses-to-start", {"SGLANG_STANDIN_REFUSE_FLAG": "enable-metrics"},
-         "Wait until SGLang generates tokens", "crashes during start"),
-        ("slower-than-the-floor", {"SGLANG_STANDIN_TOK_S": "30"},
-         "Refuse a release slower than the floor or than the one it replaces",
-         "is below the floor of 45"),
-        ("decode-graph-resolved-off",
-         {"SGLANG_STANDIN_RESOLVED": json.dumps(
-             {"cuda_graph_config": {"decode": {"backend": "disabled", "max_bs": 0},
-                                    "prefill": {"backend": "disabled", "max_bs": 0}}})},
-         "Refuse a server that did not resolve what is required",
-         "decode_cuda_graph: required by sglang_expect, but the server resolved off"),
-    ],
-)
-def test_a_failure_after_activation_restores_a(host, case, env, step, why):
-    out = play("deploy.yml", {"sglang_env": {**KNOBS, **env}})
+@pytest.mark.parametrize("case", CASES)
+def test_a_failure_after_activation_restores_a(release_a, failures, case):
+    _, step, why = CASES[case]
+    seen = failures[case]
+    out = seen["out"]
     assert out["status"] == "failed", case
     assert out["failed_task"] == "Fail with what happened"
     match = re.search(r"Rolled back: (\S+) \(sglang 0\.5\.23\) serves again, ([0-9.]+) s after",
                       out["msg"])
-    assert match and match.group(1) == STATE["a"], out["msg"]
+    assert match and match.group(1) == release_a["id"], out["msg"]
     print(f"\n{case}: previous release serving again {match.group(2)} s after the failure")
     assert step in out["msg"] and why in out["msg"]
-    assert current(host) == STATE["a"]
-    assert serves(host)
-    failed = manifest(host, newest(host))
+    assert seen["current"] == release_a["id"]
+    assert seen["serves"]
+    failed = seen["failed"]
     assert failed["status"] == "failed" and step in failed["reason"]
     assert failed["preflight"]["ok"]  # it passed preflight: the failure came after going live
     if case == "slower-than-the-floor":  # the evidence is kept for the post-mortem
         assert failed["smoke"]["levels"][0]["decode_tok_s_per_user"] < 45
 
 
-def test_a_good_release_e_then_rollback_by_hand_to_a(host):
-    out = play("deploy.yml", {"sglang_env": {**KNOBS, "SGLANG_STANDIN_TTFT_MS": "240"}})
-    assert out["status"] == "successful", out["msg"]
-    STATE["e"] = current(host)
-    assert STATE["e"] != STATE["a"] and manifest(host, STATE["e"])["status"] == "good"
-    assert manifest(host, STATE["e"])["smoke"]["levels"][0]["ttft_ms_p50"] < 250
+def test_a_good_release_e_then_rollback_by_hand_to_a(release_a, release_e_then_rollback):
+    seen, a = release_e_then_rollback, release_a["id"]
+    assert seen["deploy"]["status"] == "successful", seen["deploy"]["msg"]
+    assert seen["e"] != a and seen["e_manifest"]["status"] == "good"
+    assert seen["e_manifest"]["smoke"]["levels"][0]["ttft_ms_p50"] < 250
 
-    check = play("playbooks/rollback.yml", {"sglang_rollback_to": STATE["a"]},
-                 check=True, diff=True)
+    check = seen["check"]
     assert check["status"] == "successful"
     diffs = [e["event_data"]["res"]["diff"] for e in check["events"]
              if e["event"] == "runner_on_ok" and (e["event_data"].get("res") or {}).get("diff")]
     assert any('SGLANG_STANDIN_TTFT_MS="240"' in d.get("before", "") for ds in diffs
                for d in (ds if isinstance(ds, list) else [ds]))
-    assert current(host) == STATE["e"]  # check mode changed nothing
+    assert seen["current_after_check"] == seen["e"]  # check mode changed nothing
 
-    # The ml-env drifts while E serves (a package removed by hand): the rollback puts back
-    # A's whole recorded set (packages.txt), not only its sglang version.
-    recorded = host.check_output(f"cat {BASE}/releases/{STATE['a']}/packages.txt").splitlines()[1:]
-    assert any(line.lower().startswith("pyyaml==") for line in recorded)
-    host.run_expect([0], f"{VENV}/bin/python -m pip uninstall -y -q pyyaml")
-    before = freeze(host)
-    out = play("playbooks/rollback.yml", {"sglang_rollback_to": STATE["a"]})
-    assert out["status"] == "successful", out["msg"]
-    after = freeze(host)
-    print(f"\npip freeze before the rollback: {before}\npip freeze after: {after}")
-    assert not any(p.lower().startswith("pyyaml==") for p in before)
-    assert installed(host) == sorted(recorded)
-    assert current(host) == STATE["a"] and serves(host)
-    assert manifest(host, STATE["a"])["status"] == "good"
-    assert manifest(host, STATE["e"])["status"] == "rolled-back"
+    # The rollback put back A's whole recorded set, the package removed by hand included.
+    assert any(line.lower().startswith("pyyaml==") for line in seen["recorded"])
+    assert seen["rollback"]["status"] == "successful", seen["rollback"]["msg"]
+    print(f"\npip freeze before the rollback: {seen['before']}\npip freeze after: {seen['after']}")
+    assert not any(p.lower().startswith("pyyaml==") for p in seen["before"])
+    assert seen["installed"] == sorted(seen["recorded"])
+    assert seen["current"] == a and seen["serves"]
+    assert seen["a_status"] == "good"
+    assert seen["e_status"] == "rolled-back"
 
 
-def test_a_no_change_rerun_changes_nothing(host):
-    before = releases(host)
-    out = play("deploy.yml")
-    assert out["status"] == "successful"
-    assert out["changed"] == 0
-    assert releases(host) == before and current(host) == STATE["a"]
+def test_a_no_change_rerun_changes_nothing(release_a, rerun):
+    assert rerun["out"]["status"] == "successful"
+    assert rerun["out"]["changed"] == 0
+    assert rerun["after"] == rerun["before"] and rerun["current"] == release_a["id"]
 
 
-def test_rollback_refuses_a_failed_release(host):
-    failed = [r for r in releases(host) if manifest(host, r)["status"] == "failed"]
-    out = play("playbooks/rollback.yml", {"sglang_rollback_to": failed[0]})
+def test_rollback_refuses_a_failed_release(release_a, refused_rollback):
+    out = refused_rollback["out"]
     assert out["status"] == "failed" and "its status is failed" in out["msg"]
-    assert current(host) == STATE["a"]
+    assert refused_rollback["current"] == release_a["id"]
 
 
-def test_a_second_run_is_refused_while_another_holds_the_lock(host):
-    lock = f"{BASE}/.deploy.lock"
-    host.check_output(f"""echo '{{"run_id": "other", "owner": "bob@ctl (Deploy SGLang)", \
-"since": '$(date +%s)'}}' > {lock}""")
-    try:
-        out = play("deploy.yml", {"sglang_env": {**KNOBS, "SGLANG_STANDIN_TTFT_MS": "230"}})
-        assert out["status"] == "failed"
-        assert "another deploy or rollback holds" in out["msg"] and "bob@ctl" in out["msg"]
-        assert current(host) == STATE["a"]
-        assert host.file(lock).contains('"run_id": "other"')  # the other run's lock stays
-
-        host.check_output(f"""echo '{{"run_id": "killed", "owner": "bob@ctl", "since": 0}}' > {lock}""")
-        out = play("deploy.yml")
-        assert out["status"] == "failed" and "is stale" in out["msg"]
-        out = play("deploy.yml", {"sglang_lock_break_stale": True})
-        assert out["status"] == "successful" and out["changed"] == 0
-        assert not host.file(lock).exists  # released at the end of the run
-    finally:
-        host.run(f"rm -f {lock}")
+def test_a_second_run_is_refused_while_another_holds_the_lock(release_a, held_lock):
+    out = held_lock["held"]
+    assert out["status"] == "failed"
+    assert "another deploy or rollback holds" in out["msg"] and "bob@ctl" in out["msg"]
+    assert held_lock["current"] == release_a["id"]
+    assert held_lock["lock_kept"]  # the other run's lock stays
+    out = held_lock["stale"]
+    assert out["status"] == "failed" and "is stale" in out["msg"]
+    out = held_lock["broken"]
+    assert out["status"] == "successful" and out["changed"] == 0
+    assert not held_lock["lock_left"]  # released at the end of the run
 
 
-def test_no_good_release_was_deleted(host):
-    kept = releases(host)
-    assert STATE["a"] in kept and STATE["e"] in kept
+def test_no_good_release_was_deleted(release_a, release_e_then_rollback, kept):
+    assert release_a["id"] in kept and release_e_then_rollback["e"] in kept
     assert len(kept) == 5  # A, three failed (the limit is 3), E
 
 
-def test_a_host_with_no_good_release_is_left_stopped(host):
-    """A second service on the same host, whose very first release refuses to start."""
-    fresh = {"sglang_base_dir": "/opt/sglang-fresh", "sglang_service_name": "sglang-fresh",
-             "sglang_port": 30001,
-             "sglang_env": {**KNOBS, "SGLANG_STANDIN_REFUSE_FLAG": "enable-metrics"}}
-    out = play("deploy.yml", fresh)
+def test_a_host_with_no_good_release_is_left_stopped(release_a, fresh_service):
+    out = fresh_service["out"]
     assert out["status"] == "failed"
     assert "has no previous good release to restore: SGLang is stopped" in out["msg"]
-    assert not host.service("sglang-fresh").is_running
-    assert serves(host) and current(host) == STATE["a"]  # the other service is untouched
+    assert not fresh_service["fresh_running"]
+    # The other service is untouched.
+    assert fresh_service["serves"] and fresh_service["current"] == release_a["id"]

@@ -1,18 +1,21 @@
 """playbooks/tune.yml against the TEST STAND-IN's performance model, whose best is known:
 2 MTP steps (draft tokens 3) at concurrency 1 (tests/standin/sglang_standin/perf.py).
 
-The tests run in order on one host: converge deployed the starting release (3 steps).
+Converge deployed the starting release (3 steps). Each sweep is a module-scoped fixture that
+runs once, after the sweep it builds on, and returns what it saw right after: the tests assert
+on that, in whatever order they run.
 """
 
 import json
 import os
 import sys
 
+import pytest
+
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "tests"))
 from support.runner import api, play  # noqa: E402
 
 BASE = "/opt/sglang"
-STATE = {}
 REPORT = os.environ.get("SGLANG_TUNE_TEST_REPORT") or os.path.join(
     os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/tmp"), "tune-report")
 GRID = 4 * 3 * 2 * 2  # host_vars/sglang-tune.yml: the space, the unset settings included
@@ -32,33 +35,69 @@ def serves(host):
     return answer["usage"]["completion_tokens"] == 4
 
 
-def report():
-    with open(os.path.join(STATE["dir"], "tune.json"), encoding="utf-8") as handle:
+def report(run):
+    with open(os.path.join(REPORT, run, "tune.json"), encoding="utf-8") as handle:
         return json.load(handle)
 
 
 def tune(run, **extra):
-    STATE["dir"] = os.path.join(REPORT, run)  # one directory per run: the evidence stays
-    return play("playbooks/tune.yml", {"sglang_tune_report_dir": STATE["dir"], **extra})
+    """playbooks/tune.yml, its report in a directory of its own (the evidence stays)."""
+    out = play("playbooks/tune.yml", {"sglang_tune_report_dir": os.path.join(REPORT, run), **extra})
+    return out, report(run) if out["status"] == "successful" else None
 
 
-def test_a_sweep_cut_short_by_its_budget_leaves_the_start_serving(host):
-    STATE["start"] = current(host)
-    assert "speculative-num-steps: 3" in config(host, STATE["start"])
-    out = tune("interrupted", sglang_tune_max_restarts=2)
+@pytest.fixture(scope="module")
+def start(host):
+    """The release converge left serving, before any sweep."""
+    release = current(host)
+    return {"release": release, "config": config(host, release)}
+
+
+@pytest.fixture(scope="module")
+def interrupted(host, start):
+    """A sweep cut short by its restart budget."""
+    out, rep = tune("interrupted", sglang_tune_max_restarts=2)
+    return {"out": out, "report": rep, "current": current(host), "serves": serves(host)}
+
+
+@pytest.fixture(scope="module")
+def resumed(host, interrupted):
+    """The same sweep again: it resumes from what the first one measured."""
+    out, rep = tune("resumed")
+    seen = {"out": out, "report": rep, "current": current(host), "serves": serves(host),
+            "chart": os.path.join(REPORT, "resumed", "tune.png")}
+    refused = {c["id"]: c for c in (rep or {}).get("candidates", [])}.get(
+        "speculative-num-steps=2, disable-cuda-graph=true")
+    if refused and refused.get("release"):
+        seen["refused_manifest"] = json.loads(host.check_output(
+            f"cat {BASE}/releases/{refused['release']}/manifest.json"))
+    return seen
+
+
+@pytest.fixture(scope="module")
+def applied(host, resumed):
+    """The sweep with sglang_tune_apply: the winner stays serving."""
+    out, rep = tune("applied", sglang_tune_apply=True)
+    serving = current(host)
+    return {"out": out, "report": rep, "current": serving, "config": config(host, serving),
+            "serves": serves(host)}
+
+
+def test_a_sweep_cut_short_by_its_budget_leaves_the_start_serving(start, interrupted):
+    assert "speculative-num-steps: 3" in start["config"]
+    out, rep = interrupted["out"], interrupted["report"]
     assert out["status"] == "successful", out["msg"]
-    rep = report()
     assert "restart budget spent" in rep["stopped"]
     assert [c for c in rep["candidates"] if c["verdict"] == "skipped"]
-    assert current(host) == STATE["start"] and serves(host)
-    STATE["measured_first"] = {c["key"] for c in rep["candidates"] if c["verdict"] == "measured"}
-    assert STATE["measured_first"], "the first sweep measured nothing to resume from"
+    assert interrupted["current"] == start["release"] and interrupted["serves"]
+    measured_first = {c["key"] for c in rep["candidates"] if c["verdict"] == "measured"}
+    assert measured_first, "the first sweep measured nothing to resume from"
 
 
-def test_the_resumed_sweep_finds_the_best_with_fewer_restarts_than_the_grid(host):
-    out = tune("resumed")
+def test_the_resumed_sweep_finds_the_best_with_fewer_restarts_than_the_grid(
+        start, interrupted, resumed):
+    out, rep = resumed["out"], resumed["report"]
     assert out["status"] == "successful", out["msg"]
-    rep = STATE["report"] = report()
     winner = rep["winner"]
     assert winner["args"]["speculative-num-steps"] == 2
     assert winner["args"]["speculative-num-draft-tokens"] == 3
@@ -67,31 +106,32 @@ def test_the_resumed_sweep_finds_the_best_with_fewer_restarts_than_the_grid(host
     assert 0 < rep["restarts"] < GRID / 3
     by_id = {c["id"]: c for c in rep["candidates"]}
     # Resumed: what the first sweep measured is not measured again.
-    resumed = {c["key"] for c in rep["candidates"] if c.get("resumed")}
-    assert STATE["measured_first"] <= resumed
+    measured_first = {c["key"] for c in interrupted["report"]["candidates"]
+                      if c["verdict"] == "measured"}
+    resumed_keys = {c["key"] for c in rep["candidates"] if c.get("resumed")}
+    assert measured_first <= resumed_keys
     # Refused by preflight (the profile expects the decode graph): no release went live.
     refused = by_id["speculative-num-steps=2, disable-cuda-graph=true"]
     assert refused["verdict"] == "refused" and "decode" in refused["reason"]
-    manifest = json.loads(host.check_output(
-        f"cat {BASE}/releases/{refused['release']}/manifest.json"))
+    manifest = resumed.get("refused_manifest")
+    assert manifest, f"no manifest for the refused candidate's release: {refused}"
     assert manifest["status"] == "failed" and "preflight" in manifest["reason"]
     assert "activated" not in manifest
     # The candidate that does not start was rolled back from.
     assert by_id["speculative-num-steps=2, attention-backend=fa3"]["verdict"] == "crashed"
     assert "sglang_server_args" in out["stdout"] and "WINNER" in out["stdout"]
-    assert os.path.getsize(os.path.join(STATE["dir"], "tune.png")) > 1000
+    assert os.path.getsize(resumed["chart"]) > 1000
     # Without sglang_tune_apply the starting release serves again.
-    assert rep["serving"] == STATE["start"] == current(host) and serves(host)
+    assert rep["serving"] == start["release"] == resumed["current"] and resumed["serves"]
 
 
-def test_apply_keeps_the_winner_serving_without_measuring_again(host):
-    out = tune("applied", sglang_tune_apply=True)
+def test_apply_keeps_the_winner_serving_without_measuring_again(start, resumed, applied):
+    out, rep = applied["out"], applied["report"]
     assert out["status"] == "successful", out["msg"]
-    rep = report()
     assert not [c for c in rep["candidates"] if c["verdict"] == "measured"
                 and not c.get("resumed")]
-    assert rep["winner"]["key"] == STATE["report"]["winner"]["key"]
-    serving = current(host)
-    assert serving == rep["winner"]["release"] != STATE["start"]
-    assert "speculative-num-steps: 2" in config(host, serving)
-    assert serves(host)
+    assert rep["winner"]["key"] == resumed["report"]["winner"]["key"]
+    serving = applied["current"]
+    assert serving == rep["winner"]["release"] != start["release"]
+    assert "speculative-num-steps: 2" in applied["config"]
+    assert applied["serves"]
