@@ -52,7 +52,10 @@ options:
     type: dict
     default: {}
   env:
-    description: Environment of the release (used when not sandboxed; the sandbox reads C(env_file)).
+    description:
+      - Environment of the release (used when not sandboxed; the sandbox reads C(env_file)).
+      - Before the env file exists (check mode, the what-if playbook) the sandbox reads these
+        values from a 0600 file removed after the run, never from C(systemd-run)'s command line.
     type: dict
     default: {}
   timeout:
@@ -187,11 +190,13 @@ elapsed_s:
   returned: always
 """
 
+import contextlib
 import grp
 import inspect
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import tempfile
@@ -249,23 +254,55 @@ def systemd_running():
     return os.path.isdir("/run/systemd/system") and shutil.which("systemd-run") is not None
 
 
-def sandbox_argv(sandbox, python, env):
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def env_problem(env):
+    """Why `env` cannot be a process environment nor a systemd EnvironmentFile (or None)."""
+    for name, value in env.items():
+        if not ENV_NAME.fullmatch(str(name)):
+            return f"env: {str(name)[:40]!r} is not an environment variable name"
+        if any(c in str(value) for c in "\0\n\r"):
+            return f"env.{name}: a value may not hold a NUL or a line break"
+    return None
+
+
+def env_file_text(env):
+    """A systemd EnvironmentFile holding `env`, quoted as the release's sglang.env is."""
+    lines = []
+    for name, value in sorted(env.items()):
+        value = str(value).replace("\\", "\\\\").replace('"', '\\"')
+        lines.append(f'{name}="{value}"')
+    return "".join(line + "\n" for line in lines)
+
+
+@contextlib.contextmanager
+def private_env_file(env):
+    """A 0600 file holding `env` for systemd-run's EnvironmentFile=, removed after."""
+    fd, path = tempfile.mkstemp(prefix=".sglang-resolve-env.", suffix=".env")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(env_file_text(env))
+        yield path
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def sandbox_argv(sandbox, python, env_file):
     """systemd-run as the unit will run: its user, environment and sandbox properties.
 
-    The release's env file is read by systemd as the unit does; before it is written (check
-    mode) its variables are passed one by one. Writable paths that do not exist yet (check
-    mode on a fresh host) are marked optional ("-"), where the unit would have them."""
+    The environment comes from `env_file` (the release's, or a private file written from
+    `env` before it exists): values never go on the command line, where any local user reads
+    them. Writable paths that do not exist yet (check mode on a fresh host) are marked
+    optional ("-"), where the unit would have them."""
     argv = ["systemd-run", "--quiet", "--wait", "--pipe", "--collect",
             "--service-type=exec", "-p", "Environment=PYTHONUNBUFFERED=1"]
     for key, prop in (("user", "User"), ("group", "Group")):
         if sandbox.get(key):
             argv += ["-p", f"{prop}={sandbox[key]}"]
-    env_file = sandbox.get("env_file")
-    if env_file and os.path.exists(env_file):
+    if env_file:
         argv += ["-p", f"EnvironmentFile={env_file}"]
-    else:
-        for name, value in sorted(env.items()):
-            argv += ["-p", f"Environment={name}={value}"]
     for line in sandbox.get("properties") or []:
         key, _unused, value = str(line).partition("=")
         if key in ("ReadWritePaths", "ReadOnlyPaths"):
@@ -314,23 +351,35 @@ def resolve(params):
     stdin = json.dumps(request) + "\n" + inspect.getsource(sglang_probe)
 
     sandbox = params.get("sandbox") or {}
-    release_env = {k: str(v) for k, v in (params.get("env") or {}).items()}
+    release_env = {str(k): str(v) for k, v in (params.get("env") or {}).items()}
+    problem = env_problem(release_env)
+    if problem:
+        out["reason"] = problem
+        return out
     env = dict(os.environ)
     refusal = sandbox_refusal(sandbox) if sandbox else "no sandbox asked for"
-    if refusal is None:
-        argv = sandbox_argv(sandbox, python, release_env)
-        out["sandbox"] = {"used": True, "how": "systemd-run as "
-                          f"{sandbox.get('user') or 'root'} with the unit's properties"}
-    else:
-        argv = [python]
-        env.update(release_env)
-        out["sandbox"]["how"] = f"unsandboxed: {refusal}"
-    argv += ["-c", sglang_probe.BOOTSTRAP]
+    with contextlib.ExitStack() as stack:
+        if refusal is None:
+            env_file = sandbox.get("env_file")
+            if not (env_file and os.path.exists(env_file)):
+                env_file = stack.enter_context(private_env_file(release_env))
+            argv = sandbox_argv(sandbox, python, env_file)
+            out["sandbox"] = {"used": True, "how": "systemd-run as "
+                              f"{sandbox.get('user') or 'root'} with the unit's properties"}
+        else:
+            argv = [python]
+            env.update(release_env)
+            out["sandbox"]["how"] = f"unsandboxed: {refusal}"
+        argv += ["-c", sglang_probe.BOOTSTRAP]
+        return _run_probe(argv, stdin, env, params, out, started)
+
+
+def _run_probe(argv, stdin, env, params, out, started):
     with tempfile.TemporaryFile() as errors:
         try:
             proc = subprocess.run(argv, input=stdin, stdout=subprocess.PIPE, stderr=errors,
-                                  text=True, timeout=params.get("timeout") or 600, env=env,
-                                  cwd="/", check=False)
+                                  text=True, errors="replace", env=env, cwd="/", check=False,
+                                  timeout=params.get("timeout") or 600)
         except subprocess.TimeoutExpired:
             out["reason"] = f"SGLang's resolution did not finish within {params.get('timeout')} s"
             return out
@@ -341,6 +390,8 @@ def resolve(params):
         tail = errors.read().decode("utf-8", "replace").strip().splitlines()[-15:]
     try:
         report = json.loads(proc.stdout)
+        if not isinstance(report, dict):
+            raise ValueError("not an object")
     except ValueError:
         out["reason"] = (f"the resolution exited {proc.returncode} without a report: "
                          + (" | ".join(tail[-5:]) or "no output"))
