@@ -179,6 +179,7 @@ CUDA_LINE = re.compile(r"^cuda\s*(?::\s*[^=]+)?=\s*['\"]([0-9.]+)['\"]", re.M)
 MISHANDLED = [
     ("ProtectClock", 252, "adds a device allow-list that hides /dev/nvidia* (systemd#18142)"),
 ]
+DRIVER_VERSION = re.compile(r"[0-9]{1,5}(\.[0-9]{1,5}){1,3}")
 MODPROBE_PATHS = ("/usr/bin/nvidia-modprobe", "/usr/sbin/nvidia-modprobe")
 
 
@@ -223,9 +224,18 @@ def min_driver(cuda, table):
     return None
 
 
+def driver_version(output):
+    """The driver version nvidia-smi printed first (550.54.15), or None when it printed
+    nothing a version can be read from (bytes that are not UTF-8, `inf`, [N/A])."""
+    first = (output or "").strip().splitlines()[:1]
+    found = DRIVER_VERSION.fullmatch(first[0].strip()) if first else None
+    return found.group(0) if found else None
+
+
 def _run(argv):
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=30)
+        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", check=False,
+                              timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout if proc.returncode == 0 else None
@@ -263,7 +273,7 @@ def read_facts(p, missing=()):
     nvcc = [c for c in (os.path.join(os.environ.get("CUDA_HOME", "/nonexistent"), "bin", "nvcc"),
                         shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc") if c and os.path.exists(c)]
     return {
-        "driver": driver.strip().splitlines()[0].strip() if driver and driver.strip() else None,
+        "driver": driver_version(driver),
         "torch_cuda": cuda, "torch_cuda_source": source if cuda else None,
         "nvidia_uvm_loaded": "nvidia_uvm " in modules or os.path.exists("/dev/nvidia-uvm"),
         "nvidia_modprobe": next((m for m in MODPROBE_PATHS if os.path.exists(m)), None),

@@ -204,50 +204,31 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_probe
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpus import check_gpus, memory_mib, smi_rows
 
 GPU_QUERY = "index,name,memory.total,compute_cap"
 
 
 def host_gpus(nvidia_smi="nvidia-smi", timeout=30):
-    """The host's GPUs as a description ({} when nvidia-smi is absent or lists none)."""
+    """The host's GPUs as a description ({} when nvidia-smi is absent or lists none); a
+    description nvidia-smi's answer makes no sense of (`inf` MiB) is returned as it is read,
+    for check_gpus to name."""
     path = shutil.which(nvidia_smi)
     if not path:
         return {}
     try:
         proc = subprocess.run([path, f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits"],
-                              capture_output=True, text=True, timeout=timeout, check=False)
+                              capture_output=True, timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return {}
-    rows = [[c.strip() for c in line.split(",")] for line in proc.stdout.splitlines()]
-    rows = [r for r in rows if len(r) >= 4 and r[0].isdigit()]
+    rows = smi_rows(proc.stdout, 4)
     if proc.returncode != 0 or not rows:
         return {}
     first = rows[0]
-    try:
-        memory = min(int(float(r[2])) for r in rows)
-    except ValueError:
-        memory = 0
-    return {"count": len(rows), "name": first[1], "memory_mib": memory,
-            "compute_capability": first[3]}
-
-
-def check_gpus(gpus):
-    """A description's problems, as the message a caller can act on (None when it is fine)."""
-    if not isinstance(gpus, dict):
-        return "gpus must be a mapping {count, name, memory_mib, compute_capability}"
-    unknown = sorted(set(gpus) - {"count", "name", "memory_mib", "compute_capability",
-                                  "sm_count", "link"})
-    if unknown:
-        return f"gpus: unknown keys {unknown}; allowed: count, name, memory_mib, compute_capability, link"
-    for key in ("count", "memory_mib"):
-        value = gpus.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            return f"gpus.{key}: a positive integer, got {value!r}"
-    capability = str(gpus.get("compute_capability", ""))
-    major, _unused, minor = capability.partition(".")
-    if not (major.isdigit() and minor.isdigit()):
-        return f"gpus.compute_capability: like \"8.6\", got {gpus.get('compute_capability')!r}"
-    return None
+    memory = [memory_mib(r[2]) for r in rows]
+    return {"count": len(rows), "name": first[1],
+            "memory_mib": min(memory) if None not in memory else first[2][:40],
+            "compute_capability": first[3][:40]}
 
 
 def systemd_running():
@@ -340,6 +321,10 @@ def resolve(params):
         out["reason"] = ("no GPU to describe: nvidia-smi lists none here and no gpus "
                          "description was given (sglang_gpus)")
         return out
+    problem = check_gpus(gpus, name="sglang_gpus" if params.get("gpus") else "nvidia-smi's GPUs")
+    if problem:
+        out["reason"] = f"{problem}: set sglang_gpus to describe the GPUs"
+        return out
     out["gpus"] = gpus
     request = {"gpus": gpus}
     config = params.get("config_path")
@@ -427,7 +412,7 @@ def main():
     )
     problem = check_gpus(module.params["gpus"]) if module.params["gpus"] else None
     if problem:
-        module.fail_json(msg=f"sglang_gpus: {problem}")
+        module.fail_json(msg=problem)
     module.exit_json(changed=False, **resolve(module.params))
 
 
