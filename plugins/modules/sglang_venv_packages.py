@@ -30,15 +30,16 @@ options:
     description:
       - The set to restore (C(name==version) lines; C(#) comment lines skipped).
       - Every line must be a distribution name, C(==) and an exact version, nothing else (no
-        pip option, path, URL, marker or extra): anything else is refused before pip runs.
+        pip option, path, URL, marker or extra); anything else is refused before pip runs.
     type: list
     elements: str
     default: []
   recorded:
     description:
-      - The set is a release's record: it must hold package lines, sglang among them (an
-        empty or cut-short record would uninstall everything). C(false) for a set read from
-        this venv moments before (put back when preflight refuses a first install).
+      - The set is a release's record, so it must hold package lines, sglang among them (an
+        empty or cut-short record would uninstall everything).
+      - C(false) for a set read from this venv moments before (put back when preflight
+        refuses a first install).
     type: bool
     default: true
   timeout:
