@@ -353,6 +353,11 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    # A NUL in a path or a command would raise inside glob or exec, not be a clear error.
+    nul = [name for name in ("nvidia_smi", "venv", "python", "wheelhouse") if "\0" in p[name]] \
+        + [f"disk.path {d['path']!r}" for d in p["disk"] if "\0" in d["path"]]
+    if nul:
+        module.fail_json(msg=f"{', '.join(nul)}: a path or command may not hold a NUL byte")
     unknown = [d["unless_installed"] for d in p["disk"]
                if d["unless_installed"] and d["unless_installed"] not in p["requirements"]]
     if unknown:

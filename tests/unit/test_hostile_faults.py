@@ -578,3 +578,11 @@ def test_progress_lines_reach_the_terminal_without_control_characters(line):
     action = _progress_action()
     shown = action.shown_text(line + "\x1b[2J\r\n\x9b31m")
     assert not any(ord(c) < 32 or 0x7f <= ord(c) <= 0x9f for c in shown)
+
+
+@pytest.mark.parametrize("name", ["wheelhouse", "python", "nvidia_smi", "venv"])
+def test_host_prereqs_refuses_a_nul_in_a_path_by_name(name, tmp_path):
+    """Found by the harness (test_hostile.py) while this round ran: glob raised ValueError."""
+    args = {"venv": str(tmp_path), "nvidia_smi": "/nonexistent", name: "a\0b"}
+    result, _ = main_of("sglang_host_prereqs", args)
+    assert result.get("failed") and name in result["msg"], result
