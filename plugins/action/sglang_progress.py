@@ -14,6 +14,7 @@ status every `heartbeat` seconds, and returns the module's last result.
         args: {url: "http://127.0.0.1:30000", unit: sglang}
 """
 
+import re
 import time
 
 from ansible.errors import AnsibleActionFail
@@ -23,6 +24,15 @@ from ansible.utils.display import Display
 display = Display()
 
 INTERNAL = ("pending", "resume", "progress", "status")
+# Control characters (C0, DEL, C1): a journal line or a hub answer relayed in a progress line
+# must not drive the operator's terminal (escape sequences, carriage returns over a line).
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def shown_text(line, limit=1000):
+    """A module's progress line as it is safe to print: one line, no control characters."""
+    text = CONTROL.sub("?", str(line))
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 class ActionModule(ActionBase):
@@ -59,19 +69,22 @@ def _options(options):
         heartbeat = float(options.get("heartbeat", 60))
     except (TypeError, ValueError) as exc:
         raise AnsibleActionFail(f"sglang_progress: slice and heartbeat are seconds ({exc})")
-    if slice_s <= 0:
-        raise AnsibleActionFail("sglang_progress: slice must be more than 0 seconds")
+    # nan passes `<= 0` and would make the module's slice endless; inf likewise.
+    if not (0 < slice_s <= 3600 and 0 <= heartbeat <= 86400):
+        raise AnsibleActionFail("sglang_progress: slice must be more than 0 seconds (at "
+                                "most 3600) and heartbeat 0 to 86400 seconds")
     return module, args, slice_s, heartbeat
 
 
 def _show(host, out, shown, heartbeat):
     """Display a slice's progress lines, or its status once `heartbeat` seconds passed in
     silence while it is still pending; returns when something was last shown."""
-    for line in out.get("progress") or []:
-        display.display(f"{host}: {line}")
+    lines = out.get("progress") or []
+    for line in lines if isinstance(lines, list) else [lines]:
+        display.display(f"{host}: {shown_text(line)}")
         shown = time.monotonic()
     if out.get("pending") and not out.get("failed") and out.get("status") \
             and time.monotonic() - shown >= heartbeat:
-        display.display(f"{host}: {out['status']}")
+        display.display(f"{host}: {shown_text(out['status'])}")
         shown = time.monotonic()
     return shown

@@ -144,11 +144,13 @@ def _fetch_target(model_path, model_revision):
 
 def _fetch_numbers(fetch):
     numbers = {}
-    for key, default in (("min_free_gb", 10), ("timeout", 14400)):
+    # Finite and in a sane range: nan passes `< 0`, inf and 1e30 overflow the module's int().
+    for key, default, most in (("min_free_gb", 10, 10 ** 6), ("timeout", 14400, 30 * 86400)):
         value = fetch.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise AnsibleFilterError(f"sglang_model_fetch.{key} must be a number >= 0, "
-                                     f"not {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not 0 <= value <= most:
+            raise AnsibleFilterError(f"sglang_model_fetch.{key} must be a number from 0 to "
+                                     f"{most}, not {value!r}")
         numbers[key] = value
     return numbers
 

@@ -13,6 +13,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_effective import sglang_effective
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_expect import check_expect, speculative_diffs
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpus import check_gpus
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_gpus import local_tp, tp_gpus
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_values import int_arg, truthy
@@ -635,12 +636,11 @@ def sglang_changes_table(verdict):
 def sglang_described_gpus(description):
     """GPU facts from a description of GPUs that are not here (sglang_gpus): {count, name,
     memory_mib, compute_capability, link (nvidia-smi's code for every pair, default PHB)}."""
-    if not isinstance(description, dict):
-        raise AnsibleFilterError("sglang_gpus: a mapping {count, name, memory_mib, "
-                                 "compute_capability, link}")
-    count = description.get("count")
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise AnsibleFilterError(f"sglang_gpus.count: a positive integer, got {count!r}")
+    # The same check as the resolution's (one validator): count in range before any row.
+    problem = check_gpus(description, complete=False)
+    if problem:
+        raise AnsibleFilterError(problem)
+    count = description["count"]
     link = str(description.get("link") or "PHB")
     if not (NVLINK.match(link) or link in PCIE):
         raise AnsibleFilterError(

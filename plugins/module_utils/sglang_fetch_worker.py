@@ -58,14 +58,22 @@ def plan(request, token):
 
     info = HfApi().model_info(request["repo"], revision=request["revision"],
                               files_metadata=True, token=token or None)
+    # A hub or mirror that omits the sha: the asked revision is what gets fetched (never
+    # revision=None, the default branch); one that answers another commit for a pinned one
+    # is not trusted.
+    sha = info.sha if isinstance(info.sha, str) and info.sha else request["revision"]
+    pinned = len(request["revision"]) == 40 and all(c in "0123456789abcdef" for c in request["revision"])
+    if pinned and sha != request["revision"]:
+        raise RuntimeError(f"{request['repo']}: asked for commit {request['revision']}, the hub "
+                           f"answered commit {sha[:40]!r}")
     siblings = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
     # An empty list would match nothing (huggingface_hub's rule): no patterns means all files.
     chosen = filter_repo_objects(list(siblings), allow_patterns=request.get("allow_patterns") or None)
     files = {name: siblings[name] for name in chosen}
     if not files:
-        raise RuntimeError(f"{request['repo']}@{info.sha} has no file matching "
+        raise RuntimeError(f"{request['repo']}@{sha} has no file matching "
                            f"{request.get('allow_patterns')} (sglang_model_fetch.allow_patterns)")
-    return files, info.sha
+    return files, sha
 
 
 def check_disk(local_dir, files, min_free_bytes):

@@ -64,6 +64,9 @@ def _target(url):
     return cls, parts.hostname, port, path
 
 
+MAX_TIMEOUT = 86400
+
+
 @contextlib.contextmanager
 def exchange(url, body=None, api_key=None, timeout=30.0, method=None, headers=None):
     """Yield (response, deadline check) of one request that must end within `timeout` seconds.
@@ -76,6 +79,9 @@ def exchange(url, body=None, api_key=None, timeout=30.0, method=None, headers=No
         timeout = float(timeout)
     except (TypeError, ValueError):
         raise HttpError(f"timeout {timeout!r} is not a number of seconds") from None
+    if timeout > MAX_TIMEOUT:
+        # inf and 1e300 overflow the socket's time_t: no request waits more than a day.
+        raise HttpError(f"timeout {timeout!r} is not a number of seconds up to {MAX_TIMEOUT}")
     if not timeout > 0:
         timeout = 0.001
     data = None if body is None else json.dumps(body).encode()

@@ -217,10 +217,15 @@ import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpus import memory_mib, smi_rows
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import read_text
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_source import blacklist_facts, find_package
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import show
 
 ENV_PREFIXES = ("NCCL_", "SGLANG_", "CUDA_", "TORCH_NCCL_")
+# A checkpoint's config.json is kilobytes (a few hundred for the largest); a hub ref is a sha.
+CONFIG_CAP = 8 << 20
+REF_CAP = 4096
 
 
 def hub_cache_dirs(env=None):
@@ -249,8 +254,9 @@ def resolve_model_dir(model_path, revision="", env=None):
         snapshot = ref
         ref_file = os.path.join(base, "refs", ref)
         if os.path.exists(ref_file):
-            with open(ref_file, encoding="utf-8") as handle:
-                snapshot = handle.read().strip()
+            snapshot = read_text(ref_file, REF_CAP).strip()
+            if not snapshot or "/" in snapshot or snapshot.startswith("."):
+                continue
         candidate = os.path.join(base, "snapshots", snapshot)
         if os.path.isdir(candidate):
             return candidate, "hub-cache"
@@ -266,8 +272,12 @@ def model_facts(model_path, revision="", env=None):
     out["source"] = source
     config = os.path.join(directory, "config.json")
     if os.path.exists(config):
-        with open(config, encoding="utf-8") as handle:
-            data = json.load(handle)
+        # A regular file of sane size only: a FIFO would block for ever, a link to /dev/zero
+        # would be read until memory runs out (sglang_read.read_text refuses both).
+        try:
+            data = json.loads(read_text(config, CONFIG_CAP))
+        except (ValueError, RecursionError) as exc:
+            raise ValueError(f"{config} is not JSON: {str(exc)[:200]}") from None
         if not isinstance(data, dict):
             raise ValueError(f"{config} holds a JSON {type(data).__name__}, not the object a "
                              "checkpoint's config.json is")
@@ -285,9 +295,11 @@ def model_facts(model_path, revision="", env=None):
 
 
 def _run(cmd, timeout=60):
-    """(exit code, stdout, stderr); a command that hangs is killed and reported, not raised."""
+    """(exit code, stdout, stderr); a command that hangs is killed and reported, not raised;
+    bytes that are not UTF-8 are replaced, not raised."""
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout)
+        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", check=False,
+                              timeout=timeout)
     except subprocess.TimeoutExpired:
         return 124, "", f"{' '.join(cmd)} did not answer within {timeout} s (killed)"
     except OSError as exc:
@@ -305,13 +317,9 @@ def gpu_facts(nvidia_smi="nvidia-smi"):
     if rc != 0:
         return {"present": False, "count": 0, "devices": [], "topology_text": None,
                 "p2p_text": None, "reason": f"nvidia-smi failed: {err or out}"}
-    devices = []
-    for line in out.splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) >= 4 and parts[0].isdigit():
-            devices.append({"index": int(parts[0]), "name": parts[1],
-                            "memory_mib": int(float(parts[2])) if parts[2].replace(".", "").isdigit() else None,
-                            "pci_bus_id": parts[3]})
+    # Numbers that make no sense (inf, a 400-digit index) are unknown (None), not a traceback.
+    devices = [{"index": int(parts[0]), "name": parts[1][:200], "memory_mib": memory_mib(parts[2]),
+                "pci_bus_id": parts[3][:64]} for parts in smi_rows(out, 4)]
     _unused, topo, _unused = _run([path, "topo", "-m"])
     _unused, p2p, _unused = _run([path, "topo", "-p2p", "r"])
     return {"present": bool(devices), "count": len(devices), "devices": devices,

@@ -184,6 +184,7 @@ CUDA_LINE = re.compile(r"^cuda\s*(?::\s*[^=]+)?=\s*['\"]([0-9.]+)['\"]", re.M)
 MISHANDLED = [
     ("ProtectClock", 252, "adds a device allow-list that hides /dev/nvidia* (systemd#18142)"),
 ]
+DRIVER_VERSION = re.compile(r"[0-9]{1,5}(\.[0-9]{1,5}){1,3}")
 MODPROBE_PATHS = ("/usr/bin/nvidia-modprobe", "/usr/sbin/nvidia-modprobe")
 
 
@@ -228,9 +229,18 @@ def min_driver(cuda, table):
     return None
 
 
+def driver_version(output):
+    """The driver version nvidia-smi printed first (550.54.15), or None when it printed
+    nothing a version can be read from (bytes that are not UTF-8, `inf`, [N/A])."""
+    first = (output or "").strip().splitlines()[:1]
+    found = DRIVER_VERSION.fullmatch(first[0].strip()) if first else None
+    return found.group(0) if found else None
+
+
 def _run(argv):
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=30)
+        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", check=False,
+                              timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout if proc.returncode == 0 else None
@@ -284,7 +294,7 @@ def read_facts(p, missing=()):
     cuda, source = _torch_cuda(p)
     include = _run([p["python"], "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"])
     return {
-        "driver": _first_line(driver),
+        "driver": driver_version(driver),
         "torch_cuda": cuda, "torch_cuda_source": source if cuda else None,
         "nvidia_uvm_loaded": "nvidia_uvm " in _kernel_modules() or os.path.exists("/dev/nvidia-uvm"),
         "nvidia_modprobe": next((m for m in MODPROBE_PATHS if os.path.exists(m)), None),
@@ -382,6 +392,11 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    # A NUL in a path or a command would raise inside glob or exec, not be a clear error.
+    nul = [name for name in ("nvidia_smi", "venv", "python", "wheelhouse") if "\0" in p[name]] \
+        + [f"disk.path {d['path']!r}" for d in p["disk"] if "\0" in d["path"]]
+    if nul:
+        module.fail_json(msg=f"{', '.join(nul)}: a path or command may not hold a NUL byte")
     unknown = [d["unless_installed"] for d in p["disk"]
                if d["unless_installed"] and d["unless_installed"] not in p["requirements"]]
     if unknown:

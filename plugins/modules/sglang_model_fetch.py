@@ -140,14 +140,18 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_fetch_worker as worker
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import number, read_text
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt
 
 GB = 1e9
+# More free space than any filesystem has (a petabyte) is a typo, not a wish.
+MAX_FREE_GB = 1e6
+MAX_BYTES = 1e16
 
 
 def size(n):
-    """Bytes for people: 8.4 MB, 54.1 GB."""
-    n = float(n or 0)
+    """Bytes for people: 8.4 MB, 54.1 GB (0 for what is not a sane number of bytes)."""
+    n = number(n, 0, MAX_BYTES, integer=False) or 0
     return f"{n / GB:.1f} GB" if n >= GB else f"{n / 1e6:.1f} MB"
 
 
@@ -158,12 +162,51 @@ class FetchFailed(Exception):
 
 
 def read_json(path):
+    """A JSON object from a regular file of sane size, else {} (a FIFO does not block)."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
+        data = json.loads(read_text(path))
         return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
+
+
+def read_state(work):
+    """The worker's state with each field of the type it should have: a state of the wrong
+    shape (`sha: null` from a hub that omits it, a hand-edited file) reads as unknown."""
+    state = read_json(os.path.join(work, "state.json"))
+    files = state.get("files")
+    phase = state.get("phase")
+    return {
+        "phase": phase if phase in ("planning", "downloading", "done", "failed") else "starting",
+        "sha": state["sha"] if isinstance(state.get("sha"), str) else None,
+        "files": files if isinstance(files, (dict, int)) and not isinstance(files, bool) else None,
+        "total_bytes": number(state.get("total_bytes"), 0, MAX_BYTES),
+        "need_bytes": number(state.get("need_bytes"), 0, MAX_BYTES),
+        "error": str(state.get("error"))[:2000] if state.get("error") is not None else "?",
+    }
+
+
+def _count(files):
+    """Files of a state: a count (done), or {name: size} (downloading)."""
+    return files if isinstance(files, int) else len(files or {})
+
+
+def check_params(params):
+    """Why the arguments cannot start a fetch, naming the option (None when they can)."""
+    if params["repo"].count("/") != 1 or not params["revision"].strip():
+        return (f"repo {params['repo']!r} is not a hub id (owner/name) or the revision is "
+                "empty")
+    if not os.path.isabs(params["local_dir"]):
+        return "local_dir must be an absolute path"
+    if number(params["min_free_gb"], 0, MAX_FREE_GB, integer=False) is None:
+        return (f"min_free_gb must be a number of GB from 0 to {MAX_FREE_GB:g}, not "
+                f"{params['min_free_gb']!r}")
+    if number(params["slice"], 0, 86400, integer=False) is None or params["timeout"] < 0:
+        return "slice and timeout must be 0 or more seconds (slice at most a day)"
+    if any(c in params["token"] for c in "\0\r\n"):
+        # Never echoed: it is a secret, only its defect is named.
+        return "token holds a NUL or a line break: not a hub token (check sglang_hf_token)"
+    return None
 
 
 def finished(params):
@@ -262,8 +305,8 @@ def status_line(params, state, done, rate):
 
 
 def _announce(params, state):
-    return (f"fetching {params['repo']}@{state.get('sha', '')[:12]}: "
-            f"{len(state.get('files') or {})} files, {size(state.get('total_bytes'))}, "
+    return (f"fetching {params['repo']}@{(state['sha'] or params['revision'])[:12]}: "
+            f"{_count(state['files'])} files, {size(state['total_bytes'])}, "
             f"{size(state.get('need_bytes'))} to download")
 
 
@@ -275,11 +318,11 @@ def _fetched(params, state, progress, elapsed):
         raise FetchFailed(
             f"{config} has architectures {archs!r}: not a checkpoint SGLang can serve "
             "(check sglang_model_fetch.repo and allow_patterns)")
-    progress.append(f"fetched {state.get('files')} files, "
+    progress.append(f"fetched {_count(state['files'])} files, "
                     f"{size(state.get('total_bytes'))} in {elapsed:.0f} s")
-    return {"fetched": True, "sha": state.get("sha", params["revision"]),
-            "architectures": archs, "files": state.get("files"),
-            "total_bytes": state.get("total_bytes"), "progress": progress}
+    return {"fetched": True, "sha": state["sha"] or params["revision"],
+            "architectures": archs, "files": _count(state["files"]),
+            "total_bytes": state["total_bytes"], "progress": progress}
 
 
 def _running(proc, pid):
@@ -291,14 +334,15 @@ def _ended_with_result(proc, pid, work, secrets):
     again); FetchFailed when it ended without one."""
     if _running(proc, pid):
         return False
-    if read_json(os.path.join(work, "state.json")).get("phase") in ("done", "failed"):
+    if read_state(work)["phase"] in ("done", "failed"):
         return True
     raise FetchFailed("the fetch worker exited without a result", log_tail(work, secrets))
 
 
 def _slice_end(params, state, t, last, resume):
     """The answer of a slice that ends while the fetch goes on: progress, rate, resume."""
-    done = on_disk(params["local_dir"], state.get("files"))
+    done = on_disk(params["local_dir"],
+                   state["files"] if isinstance(state["files"], dict) else {})
     last_t, last_bytes = last
     rate = (done - last_bytes) / (t - last_t) if t > last_t and done >= last_bytes else 0
     return {"progress": resume.pop("progress"), "status": status_line(params, state, done, rate),
@@ -309,14 +353,16 @@ def watch(params, work, resume, proc=None, clock=time.time, sleep=time.sleep):
     """(result, pending) of watching the worker for one slice."""
     secrets = [params["token"]] if params["token"] else []
     now = clock()
-    started = float(resume.get("started", now))
+    # The resume state made the round trip through the controller: numbers are checked.
+    started = number(resume.get("started", now), 0, now, integer=False) or now
     until = now + params["slice"] if params["slice"] else None
     phase_seen = resume.get("phase")
-    last_t, last_bytes = resume.get("t", now), resume.get("bytes", 0)
+    last_t = number(resume.get("t", now), 0, now, integer=False) or now
+    last_bytes = number(resume.get("bytes", 0), 0, MAX_BYTES) or 0
     progress = []
     while True:
-        state = read_json(os.path.join(work, "state.json"))
-        phase = state.get("phase", "starting")
+        state = read_state(work)
+        phase = state["phase"]
         if phase != phase_seen and phase == "downloading":
             progress.append(_announce(params, state))
         phase_seen = phase
@@ -324,7 +370,7 @@ def watch(params, work, resume, proc=None, clock=time.time, sleep=time.sleep):
             return _fetched(params, state, progress, clock() - started), False
         if phase == "failed":
             raise FetchFailed(f"the fetch of {params['repo']}@{params['revision']} failed: "
-                              + excerpt(state.get("error", "?"), secrets, limit=600),
+                              + excerpt(state["error"], secrets, limit=600),
                               log_tail(work, secrets))
         pid = proc.pid if proc else _pid(work)
         if _ended_with_result(proc, pid, work, secrets):
@@ -367,11 +413,9 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    if params["repo"].count("/") != 1 or not params["revision"].strip():
-        module.fail_json(msg=f"repo {params['repo']!r} is not a hub id (owner/name) or the "
-                             "revision is empty")
-    if not os.path.isabs(params["local_dir"]) or params["slice"] < 0 or params["timeout"] < 0:
-        module.fail_json(msg="local_dir must be an absolute path; slice and timeout 0 or more")
+    problem = check_params(params)
+    if problem:
+        module.fail_json(msg=problem)
     resume = params["resume"] or {}
     marker = finished(params)
     if marker:

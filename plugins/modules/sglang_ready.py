@@ -298,9 +298,11 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    if params["timeout"] < 0 or params["max_tokens"] < 1 or params["slice"] < 0:
-        module.fail_json(msg="timeout and slice must be 0 or more seconds and max_tokens at "
-                             "least 1")
+    # `not 0 <= x <= a day`: nan and inf (a wait that never ends, a sleep that overflows) too.
+    if not 0 <= params["timeout"] <= 86400 or params["max_tokens"] < 1 \
+            or not 0 <= params["slice"] <= 86400 or not 0 <= params["poll"] <= 3600:
+        module.fail_json(msg="timeout and slice must be 0 to 86400 seconds, poll 0 to 3600 "
+                             "and max_tokens at least 1")
     unit = params["unit"]
     # The wall clock: a wait in slices spans several processes.
     now = time.time()

@@ -27,6 +27,12 @@ description:
   - C(state=cleanup) keeps the newest C(keep_good) good releases and the newest C(keep_other)
     of the rest (failed, never proven), in creation order; C(current), the newest good
     release that is not current and releases whose manifest cannot be read are never deleted.
+  - C(state=packages) with C(packages) records the ml-env's package set in the release
+    (C(packages.txt)) and its sha256 in the manifest; without C(packages) it reads the set back,
+    refused when the file no longer has that sha256 or holds a line that is not
+    C(name==version) (one validator, sglang_packages). A release made before sets were hashed
+    is read through the validator alone (C(verified=false)); one without the file has none
+    (C(recorded=false)).
   - C(current) is always read with readlink, never guessed from mtimes.
 options:
   base_dir:
@@ -36,7 +42,7 @@ options:
   state:
     description: What to do.
     type: str
-    choices: [present, active, good, failed, rolled-back, info, cleanup]
+    choices: [present, active, good, failed, rolled-back, info, cleanup, packages]
     default: present
   stamp:
     description: UTC timestamp prefix of a new release id (one per run for all hosts).
@@ -73,6 +79,11 @@ options:
     description: Results recorded in the manifest with the status (preflight, verification,
       smoke), for C(state=good) and C(state=failed).
     type: dict
+  packages:
+    description: The ml-env's package set (C(name==version) lines) to record, for
+      C(state=packages); omitted, the recorded set is read.
+    type: list
+    elements: str
   keep_good:
     description: Good releases kept by C(state=cleanup).
     type: int
@@ -179,6 +190,19 @@ repaired:
   description: Files of the serving release re-rendered because they were changed in place.
   type: list
   returned: when state is present and the serving release was changed in place
+packages:
+  description: The release's recorded package set (C(name==version) lines), checked.
+  type: list
+  returned: state is packages
+recorded:
+  description: Whether the release has a recorded package set (packages.txt).
+  type: bool
+  returned: state is packages
+verified:
+  description: Whether the set matched the sha256 its manifest records (false for a release
+    made before sets were hashed).
+  type: bool
+  returned: state is packages
 """
 
 import contextlib
@@ -192,9 +216,15 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import flock_guard, write_atomic
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_packages import PackageSetError, package_lines
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import read_bytes
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import redact_env_text
 
 MANIFEST = "manifest.json"
+PACKAGES = "packages.txt"
+PACKAGES_HEADER = "# The ml-env's package set when this release was made (sha256 in manifest.json).\n"
+# Written by the module only: results and meta may not set them.
+OWNED = ("id", "seq", "status", "files", "args_hash", "packages_sha256")
 SCHEMA = 1
 # Manifest facts shown by --diff beside the files.
 META_DIFF_KEYS = ("sglang_version", "launch_module", "extra_packages", "model")
@@ -358,7 +388,7 @@ def _new_manifest(base_dir, release, digest, files, meta):
         "created": _now(),
         "args_hash": digest,
         "files": {f["name"]: hashlib.sha256(f["content"].encode()).hexdigest() for f in files},
-        **{k: v for k, v in meta.items() if k not in ("id", "seq", "status", "files", "args_hash")},
+        **{k: v for k, v in meta.items() if k not in OWNED},
     }
 
 
@@ -487,8 +517,7 @@ def mark(base_dir, release, status, reason=None, check_mode=False, results=None)
     """Set a release's status: good (proven to serve), failed or rolled-back (with the reason)."""
     manifest = _require(base_dir, release)
     results = results or {}
-    owned = sorted(set(results) & {"id", "seq", "status", "files", "args_hash", "reason",
-                                   "proven", status})
+    owned = sorted(set(results) & {*OWNED, "reason", "proven", status})
     if owned:
         raise ReleaseError(f"results may not set {owned}: the module writes them")
     changed = manifest.get("status") != status or (reason and manifest.get("reason") != reason) \
@@ -503,6 +532,53 @@ def mark(base_dir, release, status, reason=None, check_mode=False, results=None)
             _write_json_atomic(os.path.join(_path(base_dir, release), MANIFEST), manifest)
         result["manifest"] = manifest
     return result
+
+
+def packages(base_dir, release, lines=None, check_mode=False):
+    """Record `lines` as the release's package set (packages.txt, its sha256 in the manifest),
+    or with `lines` None read the recorded set back, checked against that sha256 and by the
+    package line validator."""
+    manifest = _require(base_dir, release)
+    path = os.path.join(_path(base_dir, release), PACKAGES)
+    source = path
+    result = {"current": read_current(base_dir), "release": release, "created": False,
+              "path": _path(base_dir, release), "changed": False, "manifest": manifest}
+    if lines is not None:
+        text = PACKAGES_HEADER + "".join(f"{line}\n" for line in package_lines(lines, source))
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        result.update(packages=package_lines(lines, source), recorded=True, verified=True,
+                      changed=manifest.get("packages_sha256") != digest or _sha256(path) != digest)
+        if result["changed"] and not check_mode:
+            with _serialised(base_dir):
+                manifest = _require(base_dir, release)
+                _write_atomic(path, text, 0o644, ".packages.")
+                manifest = dict(manifest, packages_sha256=digest)
+                _write_json_atomic(os.path.join(_path(base_dir, release), MANIFEST), manifest)
+            result["manifest"] = manifest
+        return result
+    expected = manifest.get("packages_sha256")
+    try:
+        data = read_bytes(path)
+    except FileNotFoundError:
+        if expected:
+            raise ReleaseError(f"{path} is missing, though the manifest records its sha256: "
+                               "the release's package set cannot be restored") from None
+        return dict(result, packages=[], recorded=False, verified=False)
+    except OSError as exc:
+        raise ReleaseError(f"cannot read the package set of release {release}: {exc}") from None
+    if expected and hashlib.sha256(data).hexdigest() != expected:
+        raise ReleaseError(f"{path} no longer has the sha256 its manifest records ({expected}): "
+                           "it was changed after the release recorded it; refused")
+    lines = data.decode("utf-8", "replace").splitlines()
+    return dict(result, packages=package_lines(lines, source), recorded=True,
+                verified=bool(expected))
+
+
+def _sha256(path):
+    try:
+        return hashlib.sha256(read_bytes(path)).hexdigest()
+    except OSError:
+        return None
 
 
 def _listing(base_dir):
@@ -591,7 +667,7 @@ def main():
             "base_dir": {"type": "path", "required": True},
             "state": {"type": "str",
                       "choices": ["present", "active", "good", "failed", "rolled-back", "info",
-                                  "cleanup"],
+                                  "cleanup", "packages"],
                       "default": "present"},
             "stamp": {"type": "str"},
             "files": {"type": "list", "elements": "dict", "options": {
@@ -603,6 +679,7 @@ def main():
             "release": {"type": "str"},
             "reason": {"type": "str"},
             "results": {"type": "dict"},
+            "packages": {"type": "list", "elements": "str"},
             "keep_good": {"type": "int", "default": 5},
             "keep_other": {"type": "int", "default": 3},
         },
@@ -610,7 +687,8 @@ def main():
                      ("state", "active", ["release"]),
                      ("state", "good", ["release"]),
                      ("state", "failed", ["release", "reason"]),
-                     ("state", "rolled-back", ["release", "reason"])],
+                     ("state", "rolled-back", ["release", "reason"]),
+                     ("state", "packages", ["release"])],
         supports_check_mode=True,
     )
     p = module.params
@@ -623,10 +701,12 @@ def main():
             result = cleanup(p["base_dir"], p["keep_good"], p["keep_other"], module.check_mode)
         elif p["state"] == "active":
             result = activate(p["base_dir"], p["release"], module.check_mode)
+        elif p["state"] == "packages":
+            result = packages(p["base_dir"], p["release"], p["packages"], module.check_mode)
         else:
             result = mark(p["base_dir"], p["release"], p["state"], p["reason"], module.check_mode,
                           p["results"])
-    except ReleaseError as exc:
+    except (ReleaseError, PackageSetError) as exc:
         module.fail_json(msg=str(exc))
     except OSError as exc:
         module.fail_json(msg=f"{exc}: sglang_base_dir ({p['base_dir']}) must be a writable "

@@ -52,7 +52,10 @@ options:
     type: dict
     default: {}
   env:
-    description: Environment of the release (used when not sandboxed; the sandbox reads C(env_file)).
+    description:
+      - Environment of the release (used when not sandboxed; the sandbox reads C(env_file)).
+      - Before the env file exists (check mode, the what-if playbook) the sandbox reads these
+        values from a 0600 file removed after the run, never from C(systemd-run)'s command line.
     type: dict
     default: {}
   timeout:
@@ -191,11 +194,13 @@ elapsed_s:
   returned: always
 """
 
+import contextlib
 import grp
 import inspect
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import tempfile
@@ -203,73 +208,86 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_probe
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpus import check_gpus, memory_mib, smi_rows
 
 GPU_QUERY = "index,name,memory.total,compute_cap"
 
 
 def host_gpus(nvidia_smi="nvidia-smi", timeout=30):
-    """The host's GPUs as a description ({} when nvidia-smi is absent or lists none)."""
+    """The host's GPUs as a description ({} when nvidia-smi is absent or lists none); a
+    description nvidia-smi's answer makes no sense of (`inf` MiB) is returned as it is read,
+    for check_gpus to name."""
     path = shutil.which(nvidia_smi)
     if not path:
         return {}
     try:
         proc = subprocess.run([path, f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits"],
-                              capture_output=True, text=True, timeout=timeout, check=False)
+                              capture_output=True, timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return {}
-    rows = [[c.strip() for c in line.split(",")] for line in proc.stdout.splitlines()]
-    rows = [r for r in rows if len(r) >= 4 and r[0].isdigit()]
+    rows = smi_rows(proc.stdout, 4)
     if proc.returncode != 0 or not rows:
         return {}
     first = rows[0]
-    try:
-        memory = min(int(float(r[2])) for r in rows)
-    except ValueError:
-        memory = 0
-    return {"count": len(rows), "name": first[1], "memory_mib": memory,
-            "compute_capability": first[3]}
-
-
-def check_gpus(gpus):
-    """A description's problems, as the message a caller can act on (None when it is fine)."""
-    if not isinstance(gpus, dict):
-        return "gpus must be a mapping {count, name, memory_mib, compute_capability}"
-    unknown = sorted(set(gpus) - {"count", "name", "memory_mib", "compute_capability",
-                                  "sm_count", "link"})
-    if unknown:
-        return f"gpus: unknown keys {unknown}; allowed: count, name, memory_mib, compute_capability, link"
-    for key in ("count", "memory_mib"):
-        value = gpus.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            return f"gpus.{key}: a positive integer, got {value!r}"
-    capability = str(gpus.get("compute_capability", ""))
-    major, _unused, minor = capability.partition(".")
-    if not (major.isdigit() and minor.isdigit()):
-        return f"gpus.compute_capability: like \"8.6\", got {gpus.get('compute_capability')!r}"
-    return None
+    memory = [memory_mib(r[2]) for r in rows]
+    return {"count": len(rows), "name": first[1],
+            "memory_mib": min(memory) if None not in memory else first[2][:40],
+            "compute_capability": first[3][:40]}
 
 
 def systemd_running():
     return os.path.isdir("/run/systemd/system") and shutil.which("systemd-run") is not None
 
 
-def sandbox_argv(sandbox, python, env):
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def env_problem(env):
+    """Why `env` cannot be a process environment nor a systemd EnvironmentFile (or None)."""
+    for name, value in env.items():
+        if not ENV_NAME.fullmatch(str(name)):
+            return f"env: {str(name)[:40]!r} is not an environment variable name"
+        if any(c in str(value) for c in "\0\n\r"):
+            return f"env.{name}: a value may not hold a NUL or a line break"
+    return None
+
+
+def env_file_text(env):
+    """A systemd EnvironmentFile holding `env`, quoted as the release's sglang.env is."""
+    lines = []
+    for name, value in sorted(env.items()):
+        value = str(value).replace("\\", "\\\\").replace('"', '\\"')
+        lines.append(f'{name}="{value}"')
+    return "".join(line + "\n" for line in lines)
+
+
+@contextlib.contextmanager
+def private_env_file(env):
+    """A 0600 file holding `env` for systemd-run's EnvironmentFile=, removed after."""
+    fd, path = tempfile.mkstemp(prefix=".sglang-resolve-env.", suffix=".env")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(env_file_text(env))
+        yield path
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def sandbox_argv(sandbox, python, env_file):
     """systemd-run as the unit will run: its user, environment and sandbox properties.
 
-    The release's env file is read by systemd as the unit does; before it is written (check
-    mode) its variables are passed one by one. Writable paths that do not exist yet (check
-    mode on a fresh host) are marked optional ("-"), where the unit would have them."""
+    The environment comes from `env_file` (the release's, or a private file written from
+    `env` before it exists): values never go on the command line, where any local user reads
+    them. Writable paths that do not exist yet (check mode on a fresh host) are marked
+    optional ("-"), where the unit would have them."""
     argv = ["systemd-run", "--quiet", "--wait", "--pipe", "--collect",
             "--service-type=exec", "-p", "Environment=PYTHONUNBUFFERED=1"]
     for key, prop in (("user", "User"), ("group", "Group")):
         if sandbox.get(key):
             argv += ["-p", f"{prop}={sandbox[key]}"]
-    env_file = sandbox.get("env_file")
-    if env_file and os.path.exists(env_file):
+    if env_file:
         argv += ["-p", f"EnvironmentFile={env_file}"]
-    else:
-        for name, value in sorted(env.items()):
-            argv += ["-p", f"Environment={name}={value}"]
     for line in sandbox.get("properties") or []:
         key, _unused, value = str(line).partition("=")
         if key in ("ReadWritePaths", "ReadOnlyPaths"):
@@ -304,15 +322,18 @@ def _probe_input(params, gpus):
     return json.dumps(request) + "\n" + inspect.getsource(sglang_probe)
 
 
-def _probe_command(params, python):
+def _probe_command(params, python, release_env, stack):
     """(argv, environment, sandbox report) of the probe: in the unit's sandbox when asked and
-    possible, else unsandboxed with the release's environment."""
+    possible (the environment from the release's env file, or before it exists from a private
+    file `stack` removes after the run), else unsandboxed with the release's environment."""
     sandbox = params.get("sandbox") or {}
-    release_env = {k: str(v) for k, v in (params.get("env") or {}).items()}
     env = dict(os.environ)
     refusal = sandbox_refusal(sandbox) if sandbox else "no sandbox asked for"
     if refusal is None:
-        argv = sandbox_argv(sandbox, python, release_env)
+        env_file = sandbox.get("env_file")
+        if not (env_file and os.path.exists(env_file)):
+            env_file = stack.enter_context(private_env_file(release_env))
+        argv = sandbox_argv(sandbox, python, env_file)
         how = {"used": True, "how": "systemd-run as "
                f"{sandbox.get('user') or 'root'} with the unit's properties"}
     else:
@@ -351,14 +372,29 @@ def resolve(params):
         out["reason"] = ("no GPU to describe: nvidia-smi lists none here and no gpus "
                          "description was given (sglang_gpus)")
         return out
+    problem = check_gpus(gpus, name="sglang_gpus" if params.get("gpus") else "nvidia-smi's GPUs")
+    if problem:
+        out["reason"] = f"{problem}: set sglang_gpus to describe the GPUs"
+        return out
     out["gpus"] = gpus
     stdin = _probe_input(params, gpus)
-    argv, env, out["sandbox"] = _probe_command(params, python)
+    release_env = {str(k): str(v) for k, v in (params.get("env") or {}).items()}
+    problem = env_problem(release_env)
+    if problem:
+        out["reason"] = problem
+        return out
+    with contextlib.ExitStack() as stack:
+        argv, env, out["sandbox"] = _probe_command(params, python, release_env, stack)
+        return _run_probe(argv, stdin, env, params, out, started)
+
+
+def _run_probe(argv, stdin, env, params, out, started):
+    """Run the probe and read its report into `out`."""
     with tempfile.TemporaryFile() as errors:
         try:
             proc = subprocess.run(argv, input=stdin, stdout=subprocess.PIPE, stderr=errors,
-                                  text=True, timeout=params.get("timeout") or 600, env=env,
-                                  cwd="/", check=False)
+                                  text=True, errors="replace", env=env, cwd="/", check=False,
+                                  timeout=params.get("timeout") or 600)
         except subprocess.TimeoutExpired:
             out["reason"] = f"SGLang's resolution did not finish within {params.get('timeout')} s"
             return out
@@ -369,6 +405,8 @@ def resolve(params):
         tail = errors.read().decode("utf-8", "replace").strip().splitlines()[-15:]
     try:
         report = json.loads(proc.stdout)
+        if not isinstance(report, dict):
+            raise ValueError("not an object")
     except ValueError:
         out["reason"] = (f"the resolution exited {proc.returncode} without a report: "
                          + (" | ".join(tail[-5:]) or "no output"))
@@ -395,7 +433,7 @@ def main():
     )
     problem = check_gpus(module.params["gpus"]) if module.params["gpus"] else None
     if problem:
-        module.fail_json(msg=f"sglang_gpus: {problem}")
+        module.fail_json(msg=problem)
     module.exit_json(changed=False, **resolve(module.params))
 
 

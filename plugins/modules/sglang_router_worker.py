@@ -80,7 +80,9 @@ drained:
   returned: when state is absent
 """
 
+import math
 import time
+import urllib.parse
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import AuthError, HttpError, request
@@ -129,9 +131,12 @@ def running_requests(worker):
     for line in text.splitlines():
         if line.startswith(("sglang:num_running_reqs", "sglang_num_running_reqs")):
             try:
-                total = (total or 0) + float(line.rsplit(" ", 1)[1])
+                value = float(line.rsplit(" ", 1)[1])
             except (IndexError, ValueError):
                 continue
+            if not math.isfinite(value) or value < 0:
+                return None  # a gauge of nan or inf: the drain cannot be watched
+            total = (total or 0) + value
     return total
 
 
@@ -154,7 +159,12 @@ def absent(router, worker, api_key, timeout, drain_timeout, check_mode):
     if not listed or check_mode:
         return {"changed": bool(listed), "drained": not listed}
     for w in listed:
-        status, body = request(f"{router}/workers/{w['id']}", api_key=api_key, timeout=10,
+        # The id comes from the router's answer: one path segment, quoted, never a path.
+        if not isinstance(w["id"], (str, int)) or isinstance(w["id"], bool) or w["id"] == "":
+            raise RouterError(f"removing {worker}: the router lists it without an id "
+                              f"({excerpt(w['id'], [api_key])}): remove it by hand")
+        wid = urllib.parse.quote(str(w["id"]), safe="")
+        status, body = request(f"{router}/workers/{wid}", api_key=api_key, timeout=10,
                                method="DELETE")
         if status not in (200, 202, 204, 404):
             raise RouterError(f"removing {worker}: HTTP {status}: {excerpt(body, [api_key])}")
@@ -198,6 +208,11 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    for name in ("timeout", "drain_timeout"):
+        # nan or inf would make every wait endless (a deadline never passed).
+        if not (math.isfinite(p[name]) and 0 <= p[name] <= 86400):
+            module.fail_json(msg=f"{name} must be a number of seconds from 0 to 86400, "
+                                 f"not {p[name]!r}")
     router = p["router_url"].rstrip("/")
     worker = (p["worker"] or "").rstrip("/")
     try:

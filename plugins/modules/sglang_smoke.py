@@ -63,7 +63,7 @@ options:
     default:
       enable_thinking: false
   timeout:
-    description: Seconds per request.
+    description: Seconds per request (the /server_info and /metrics reads included).
     type: float
     default: 300
 notes:
@@ -133,11 +133,12 @@ class SmokeError(Exception):
     """Options that cannot measure anything."""
 
 
-def _accept_length(url, api_key):
+def _accept_length(url, api_key, timeout):
+    """The speculative accept length /server_info reports, each read within `timeout`."""
     try:
-        status, info = request(url + "/server_info", api_key=api_key, timeout=30)
+        status, info = request(url + "/server_info", api_key=api_key, timeout=timeout)
         if status != 200:
-            status, info = request(url + "/get_server_info", api_key=api_key, timeout=30)
+            status, info = request(url + "/get_server_info", api_key=api_key, timeout=timeout)
     except HttpError:
         return None
     if status != 200 or not isinstance(info, dict):
@@ -150,9 +151,10 @@ def _accept_length(url, api_key):
     return round(sum(values) / len(values), 3) if values else None
 
 
-def _passes(url, api_key):
+def _passes(url, api_key, timeout):
+    """CUDA graph pass counters from /metrics, read within `timeout`."""
     try:
-        status, text = request(url + "/metrics", api_key=api_key, timeout=30)
+        status, text = request(url + "/metrics", api_key=api_key, timeout=timeout)
     except HttpError:
         return {}
     return graph_passes(parse_metrics(text)) if status == 200 and isinstance(text, str) else {}
@@ -162,8 +164,8 @@ def _check_options(p):
     bad = [f"{name} must be at least 1" for name, values in
            (("concurrency", p["concurrency"]), ("requests_per_level", [p["requests_per_level"]]),
             ("max_tokens", [p["max_tokens"]])) if any(v < 1 for v in values)]
-    if p["warmup"] < 0 or not p["timeout"] > 0:
-        bad.append("warmup must be 0 or more and timeout more than 0 seconds")
+    if p["warmup"] < 0 or not 0 < p["timeout"] <= 86400:
+        bad.append("warmup must be 0 or more and timeout more than 0 seconds, at most a day")
     if bad:
         raise SmokeError("; ".join(bad))
 
@@ -199,16 +201,17 @@ def run(p):
 
     for _unused in range(p["warmup"]):
         stream_one(endpoint, body, p["api_key"], p["timeout"])
-    accept_before = _accept_length(url, p["api_key"])
-    passes_before = _passes(url, p["api_key"])
+    # "Seconds per request" holds for the side reads too: a trickling /metrics is bounded.
+    accept_before = _accept_length(url, p["api_key"], p["timeout"])
+    passes_before = _passes(url, p["api_key"], p["timeout"])
     started = time.monotonic()
     levels = [run_level(endpoint, body, c, p["requests_per_level"], p["api_key"], p["timeout"])
               for c in p["concurrency"]]
-    passes_after = _passes(url, p["api_key"])
+    passes_after = _passes(url, p["api_key"], p["timeout"])
     return {
         "model": model,
         "levels": levels,
-        "accept_length": _accept_length(url, p["api_key"]),
+        "accept_length": _accept_length(url, p["api_key"], p["timeout"]),
         "accept_length_before": accept_before,
         "graph_passes": {
             "before": passes_before,

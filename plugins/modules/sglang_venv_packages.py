@@ -27,10 +27,25 @@ options:
     - restore
     default: read
   packages:
-    description: The set to restore (C(name==version) lines).
+    description:
+      - The set to restore (C(name==version) lines; C(#) comment lines skipped).
+      - Every line must be a distribution name, C(==) and an exact version, nothing else (no
+        pip option, path, URL, marker or extra); anything else is refused before pip runs.
     type: list
     elements: str
     default: []
+  recorded:
+    description:
+      - The set is a release's record, so it must hold package lines, sglang among them (an
+        empty or cut-short record would uninstall everything).
+      - C(false) for a set read from this venv moments before (put back when preflight
+        refuses a first install).
+    type: bool
+    default: true
+  timeout:
+    description: Seconds each installer command may take.
+    type: int
+    default: 3600
   installer:
     description: pip or uv.
     type: str
@@ -89,11 +104,12 @@ removed:
 
 import json
 import os
-import re
 import subprocess
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_packages import (
+    PackageSetError, canonical, package_set)
 
 PROBE = r"""
 import json
@@ -103,13 +119,12 @@ print(json.dumps(sorted({d.metadata["Name"]: d.version for d in md.distributions
 """
 
 
-def canonical(name):
-    """PEP 503 name: Foo_Bar.baz and foo-bar-baz are the same distribution."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+READ_TIMEOUT = 120
 
 
 def parse(lines):
-    """{canonical name: (line, version)} from `name==version` lines; comments skipped."""
+    """{canonical name: (line, version)} of what the venv says it holds; comments skipped.
+    (A set to restore goes through sglang_packages.package_set instead.)"""
     out = {}
     for raw in lines:
         line = raw.split("#", 1)[0].strip()
@@ -122,9 +137,9 @@ def parse(lines):
     return out
 
 
-def plan(current, target):
+def plan(current, target, recorded=False):
     """What to install and what to remove so that `current` becomes `target`."""
-    have, want = parse(current), parse(target)
+    have, want = parse(current), package_set(target, "the set to restore", recorded)
     install = [line for key, (line, version) in sorted(want.items())
                if key not in have or have[key][1] != version]
     remove = [have[key][0].split("==")[0] for key in sorted(have) if key not in want]
@@ -135,7 +150,11 @@ def read(venv):
     python = os.path.join(venv, "bin", "python")
     if not os.path.exists(python):
         return False, []
-    proc = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, check=False)
+    try:
+        proc = subprocess.run([python, "-c", PROBE], capture_output=True, text=True,
+                              errors="replace", check=False, timeout=READ_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RuntimeError(f"{python} could not read its packages: {exc}") from None
     if proc.returncode != 0:
         raise RuntimeError(f"{python} could not read its packages: {proc.stderr.strip()[-500:]}")
     return True, [f"{name}=={version}" for name, version in json.loads(proc.stdout)]
@@ -160,12 +179,25 @@ def commands(venv, installer, uv, options, install, remove, requirements_file):
     return out
 
 
-def restore(venv, packages, installer="pip", uv="uv", options=(), check_mode=False, run=None):
-    run = run or (lambda argv: subprocess.run(argv, capture_output=True, text=True, check=False))
+def _run(argv, timeout):
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, errors="replace",
+                              check=False, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{' '.join(argv[:4])} ... did not finish within {timeout} s") from None
+    except OSError as exc:
+        raise RuntimeError(f"{' '.join(argv[:4])} ... could not run: {exc}") from None
+
+
+def restore(venv, packages, installer="pip", uv="uv", options=(), check_mode=False, run=None,
+            recorded=True, timeout=3600):
+    # The set is checked before anything else runs: a refused set changes nothing.
+    package_set(packages, "the set to restore", recorded)
+    run = run or (lambda argv: _run(argv, timeout))
     exists, current = read(venv)
     if not exists:
         raise RuntimeError(f"{venv} has no bin/python: create the ml-env before restoring into it")
-    install, remove = plan(current, packages)
+    install, remove = plan(current, packages, recorded)
     result = {"venv_exists": True, "installed": install, "removed": remove,
               "changed": bool(install or remove), "packages": current}
     if check_mode or not result["changed"]:
@@ -181,7 +213,7 @@ def restore(venv, packages, installer="pip", uv="uv", options=(), check_mode=Fal
     finally:
         os.unlink(req.name)
     result["packages"] = read(venv)[1]
-    left, extra = plan(result["packages"], packages)
+    left, extra = plan(result["packages"], packages, recorded)
     if left or extra:
         raise RuntimeError(f"the ml-env still differs from the recorded set: missing or other "
                            f"versions {left}, not in the set {extra}")
@@ -197,6 +229,8 @@ def main():
             "installer": {"type": "str", "choices": ["pip", "uv"], "default": "pip"},
             "uv": {"type": "path", "default": "uv"},
             "options": {"type": "list", "elements": "str", "default": []},
+            "recorded": {"type": "bool", "default": True},
+            "timeout": {"type": "int", "default": 3600},
         },
         supports_check_mode=True,
     )
@@ -206,7 +240,9 @@ def main():
             exists, packages = read(p["venv"])
             module.exit_json(changed=False, venv_exists=exists, packages=packages)
         result = restore(p["venv"], p["packages"], p["installer"], p["uv"], p["options"],
-                         module.check_mode)
+                         module.check_mode, recorded=p["recorded"], timeout=p["timeout"])
+    except PackageSetError as exc:
+        module.fail_json(msg=f"{exc}; nothing was installed or removed")
     except (RuntimeError, ValueError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)

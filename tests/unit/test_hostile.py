@@ -10,6 +10,7 @@ and its output never holds the API key or any 8-character piece of it.
 
 import contextlib
 import json
+import math
 import os
 import tempfile
 import traceback
@@ -123,7 +124,14 @@ def args_for(path, data, urls, root):
                 [*urls.values(), "ftp://x", "http://", "http://127.0.0.1:1", "not a url",
                  "http://h:99999"]), label=name)
         elif name in SECONDS:
-            value = data.draw(st.sampled_from([0, 1, -1, 0.3, "abc", None]), label=name)
+            # nan passes `< 0` checks, inf overflows a sleep or a socket (issue 22).
+            value = data.draw(st.sampled_from([0, 1, -1, 0.3, "abc", None, float("nan"),
+                                               float("inf"), 1e300]), label=name)
+        elif name in ("min_free_gb",):
+            value = data.draw(st.sampled_from([0, 1.5, -1, float("nan"), float("inf"), 1e300]),
+                              label=name)
+        elif name == "token":
+            value = data.draw(st.sampled_from(["", "hf_x\0y", "hf_x\ny", KEY]), label=name)
         elif name == "api_key":
             value = data.draw(st.sampled_from([KEY, ""]), label=name)
         elif name in ("venv", "base_dir", "model_path"):
@@ -151,8 +159,11 @@ def args_for(path, data, urls, root):
         if data.draw(st.booleans(), label=f"give {name}") or (spec or {}).get("required"):
             args[name] = value
     # Bound what could legitimately take long (deadlines are tested elsewhere).
+    # Bound what could legitimately take long (deadlines are tested elsewhere); nan and inf
+    # are kept: each module must refuse them at once.
     for name in SECONDS & set(options_of(path)):
-        if not isinstance(args.get(name), (int, float)) or args[name] > 1:
+        value = args.get(name)
+        if not isinstance(value, (int, float)) or (math.isfinite(value) and value > 1):
             args[name] = 0.3 if name != "timeout" or "ready" not in path.stem else 1
     if path.stem in ("sglang_args_check", "sglang_pip_check"):
         args["venv"] = str(root / "missing")

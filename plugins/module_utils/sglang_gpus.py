@@ -1,0 +1,65 @@
+# Copyright: sglang-deploy contributors
+# SPDX-License-Identifier: Apache-2.0
+"""The one check of a GPU description (sglang_gpus, or what nvidia-smi lists) and the reading
+of nvidia-smi's --query-gpu rows: numbers finite and in range, bytes decoded leniently.
+
+A description stands in for the host's GPUs in the resolution's probe, which builds one row
+per GPU: a count of 10^9 would build 10^9 rows beside a serving server. Standard library only
+(the module and the preflight filter both use it).
+"""
+
+import re
+
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import number, text_of
+
+KEYS = ("count", "name", "memory_mib", "compute_capability", "sm_count", "link")
+# One host: NVL72 trays hold 4, the largest PCIe hosts 16; a what-if may describe more.
+LIMITS = {"count": 256, "memory_mib": 10 ** 7, "sm_count": 10 ** 5}
+CAPABILITY = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}")
+
+
+def check_gpus(gpus, complete=True, name="sglang_gpus"):
+    """A description's problems, as the message a caller can act on (None when it is fine).
+
+    `complete`: count, memory_mib and compute_capability are all required (the resolution's
+    probe needs them); otherwise only count is, and the others are checked when given."""
+    if not isinstance(gpus, dict):
+        return f"{name} must be a mapping {{count, name, memory_mib, compute_capability}}"
+    unknown = sorted(set(gpus) - set(KEYS))
+    if unknown:
+        return f"{name}: unknown keys {unknown}; allowed: {', '.join(KEYS)}"
+    for key, most in LIMITS.items():
+        value = gpus.get(key)
+        if value is None and (key == "sm_count" or (not complete and key != "count")):
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+            return f"{name}.{key}: an integer from 1 to {most}, got {_short(value)}"
+    capability = gpus.get("compute_capability")
+    if (complete or capability is not None) and not CAPABILITY.fullmatch(str(capability)):
+        return f"{name}.compute_capability: like \"8.6\", got {_short(capability)}"
+    if gpus.get("name") is not None and (not isinstance(gpus["name"], str)
+                                         or len(gpus["name"]) > 200):
+        return f"{name}.name: a GPU model name, got {_short(gpus['name'])}"
+    return None
+
+
+def _short(value):
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def smi_rows(output, columns):
+    """Rows of `nvidia-smi --query-gpu=... --format=csv,noheader,nounits` output (bytes or
+    text), as lists of at least `columns` stripped fields whose first is a GPU index."""
+    rows = []
+    for line in text_of(output).replace("\0", " ").splitlines()[:1024]:
+        parts = [part.strip() for part in line.split(",")]
+        if len(parts) >= columns and number(parts[0], 0, 1023) is not None \
+                and parts[0].isdigit():
+            rows.append(parts)
+    return rows
+
+
+def memory_mib(field):
+    """nvidia-smi's memory.total (MiB) when a sane number, else None (`inf`, `[N/A]`)."""
+    return number(field, 1, LIMITS["memory_mib"])
