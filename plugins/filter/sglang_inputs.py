@@ -11,7 +11,7 @@ import os
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
-from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_gpus import local_tp, tp_gpus
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_tp import local_tp, tp_gpus
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_values import int_arg
 
 

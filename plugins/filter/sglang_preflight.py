@@ -15,7 +15,7 @@ from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_effective imp
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_expect import check_expect, speculative_diffs
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpus import check_gpus
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
-from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_gpus import local_tp, tp_gpus
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_tp import local_tp, tp_gpus
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_values import int_arg, truthy
 
 MODEL_CONFIG = "sglang/srt/configs/model_config.py"

@@ -28,18 +28,26 @@ def check_gpus(gpus, complete=True, name="sglang_gpus"):
     unknown = sorted(set(gpus) - set(KEYS))
     if unknown:
         return f"{name}: unknown keys {unknown}; allowed: {', '.join(KEYS)}"
-    for key, most in LIMITS.items():
-        value = gpus.get(key)
-        if value is None and (key == "sm_count" or (not complete and key != "count")):
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
-            return f"{name}.{key}: an integer from 1 to {most}, got {_short(value)}"
+    problem = _counts_problem(gpus, complete, name)
+    if problem:
+        return problem
     capability = gpus.get("compute_capability")
     if (complete or capability is not None) and not CAPABILITY.fullmatch(str(capability)):
         return f"{name}.compute_capability: like \"8.6\", got {_short(capability)}"
     if gpus.get("name") is not None and (not isinstance(gpus["name"], str)
                                          or len(gpus["name"]) > 200):
         return f"{name}.name: a GPU model name, got {_short(gpus['name'])}"
+    return None
+
+
+def _counts_problem(gpus, complete, name):
+    """The first of count, memory_mib, sm_count that is not an integer in its range."""
+    for key, most in LIMITS.items():
+        value = gpus.get(key)
+        if value is None and (key == "sm_count" or (not complete and key != "count")):
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+            return f"{name}.{key}: an integer from 1 to {most}, got {_short(value)}"
     return None
 
 

@@ -349,16 +349,21 @@ def _slice_end(params, state, t, last, resume):
             "resume": dict(resume, t=t, bytes=done, changed=True)}
 
 
+def _resumed(resume, now):
+    """(started, t, bytes) of the resume state, which made the round trip through the
+    controller: numbers are checked, anything else reads as now / 0."""
+    return (number(resume.get("started", now), 0, now, integer=False) or now,
+            number(resume.get("t", now), 0, now, integer=False) or now,
+            number(resume.get("bytes", 0), 0, MAX_BYTES) or 0)
+
+
 def watch(params, work, resume, proc=None, clock=time.time, sleep=time.sleep):
     """(result, pending) of watching the worker for one slice."""
     secrets = [params["token"]] if params["token"] else []
     now = clock()
-    # The resume state made the round trip through the controller: numbers are checked.
-    started = number(resume.get("started", now), 0, now, integer=False) or now
+    started, last_t, last_bytes = _resumed(resume, now)
     until = now + params["slice"] if params["slice"] else None
     phase_seen = resume.get("phase")
-    last_t = number(resume.get("t", now), 0, now, integer=False) or now
-    last_bytes = number(resume.get("bytes", 0), 0, MAX_BYTES) or 0
     progress = []
     while True:
         state = read_state(work)
