@@ -11,13 +11,12 @@ import re
 import yaml
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import ENV_NAME, env_file_line
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_cache_env import unit_cache_env
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_hosts import advertised_address, bracketed
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_values import ARG_NAME, plain
 
-
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Anything that ends up in a unit or environment file: no C0/C1 control character (newline,
 # carriage return, NUL, tab, ESC...) nor Unicode line/paragraph separator; systemd splits
 # lines on more than "\n" and a NUL truncates. `%` would be a systemd specifier in a path.
@@ -275,9 +274,7 @@ def sglang_env_file(env):
     lines = ["# Rendered by sglang-deploy: environment of the SGLang server."]
     for name in sorted(env):
         _named(name, ENV_NAME, "sglang_env", "an environment variable name")
-        value = sglang_line(env[name], f"sglang_env.{name}")
-        value = value.replace("\\", "\\\\").replace('"', '\\"')
-        lines.append(f'{name}="{value}"')
+        lines.append(env_file_line(name, sglang_line(env[name], f"sglang_env.{name}")))
     return "\n".join(lines) + "\n"
 
 

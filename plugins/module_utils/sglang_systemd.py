@@ -8,6 +8,15 @@ import subprocess
 
 # systemctl and journalctl answer in well under a second; a hung one must not hang the play.
 COMMAND_TIMEOUT = 30
+# A variable name a systemd EnvironmentFile (and a shell) accepts.
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def env_file_line(name, value):
+    """One line of a systemd EnvironmentFile: NAME="value", backslashes and quotes escaped.
+    The caller has checked the name (ENV_NAME) and that the value holds no line break."""
+    value = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    return f'{name}="{value}"'
 
 
 def _run(argv):

@@ -269,10 +269,6 @@ def _torch_cuda(p):
     return torch_cuda_installed(p["venv"]), "installed torch"
 
 
-def _first_line(text):
-    return text.strip().splitlines()[0].strip() if text and text.strip() else None
-
-
 def _kernel_modules():
     try:
         with open("/proc/modules", encoding="utf-8") as handle:

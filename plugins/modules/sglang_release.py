@@ -544,9 +544,10 @@ def packages(base_dir, release, lines=None, check_mode=False):
     result = {"current": read_current(base_dir), "release": release, "created": False,
               "path": _path(base_dir, release), "changed": False, "manifest": manifest}
     if lines is not None:
-        text = PACKAGES_HEADER + "".join(f"{line}\n" for line in package_lines(lines, source))
+        checked = package_lines(lines, source)
+        text = PACKAGES_HEADER + "".join(f"{line}\n" for line in checked)
         digest = hashlib.sha256(text.encode()).hexdigest()
-        result.update(packages=package_lines(lines, source), recorded=True, verified=True,
+        result.update(packages=checked, recorded=True, verified=True,
                       changed=manifest.get("packages_sha256") != digest or _sha256(path) != digest)
         if result["changed"] and not check_mode:
             with _serialised(base_dir):

@@ -200,7 +200,6 @@ import inspect
 import json
 import os
 import pwd
-import re
 import shutil
 import subprocess
 import tempfile
@@ -209,6 +208,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_probe
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpus import check_gpus, memory_mib, smi_rows
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import ENV_NAME, env_file_line
 
 GPU_QUERY = "index,name,memory.total,compute_cap"
 
@@ -239,9 +239,6 @@ def systemd_running():
     return os.path.isdir("/run/systemd/system") and shutil.which("systemd-run") is not None
 
 
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
 def env_problem(env):
     """Why `env` cannot be a process environment nor a systemd EnvironmentFile (or None)."""
     for name, value in env.items():
@@ -254,11 +251,7 @@ def env_problem(env):
 
 def env_file_text(env):
     """A systemd EnvironmentFile holding `env`, quoted as the release's sglang.env is."""
-    lines = []
-    for name, value in sorted(env.items()):
-        value = str(value).replace("\\", "\\\\").replace('"', '\\"')
-        lines.append(f'{name}="{value}"')
-    return "".join(line + "\n" for line in lines)
+    return "".join(env_file_line(name, value) + "\n" for name, value in sorted(env.items()))
 
 
 @contextlib.contextmanager
