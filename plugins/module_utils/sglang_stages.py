@@ -9,7 +9,7 @@ counts as passed once a later one shows. The journal is read through sglang_syst
 
 import re
 
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import invocation_journal
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import COMMAND_TIMEOUT, invocation_journal
 
 # (name, patterns): the first line matching a pattern marks the milestone as reached.
 MILESTONES = [
@@ -45,10 +45,11 @@ def reached_index(lines):
     return last
 
 
-def invocation_lines(unit):
-    """A reader of the journal lines of `unit`'s current invocation (this start only)."""
+def invocation_lines(unit, timeout=lambda: COMMAND_TIMEOUT):
+    """A reader of the journal lines of `unit`'s current invocation (this start only); each
+    read is bounded by `timeout()` seconds (what is left of the caller's deadline)."""
     def read():
-        invocation, lines = invocation_journal(unit)
+        invocation, lines = invocation_journal(unit, timeout())
         return lines if invocation else []
     return read
 

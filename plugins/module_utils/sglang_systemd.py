@@ -19,11 +19,13 @@ def env_file_line(name, value):
     return f'{name}="{value}"'
 
 
-def _run(argv):
-    """(stdout, error text or None) of a systemd command, bounded in time."""
+def _run(argv, timeout=COMMAND_TIMEOUT):
+    """(stdout, error text or None) of a systemd command, bounded in time: `timeout` seconds,
+    never more than COMMAND_TIMEOUT (a caller with a nearer deadline passes what is left)."""
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, encoding="utf-8",
-                              errors="replace", check=False, timeout=COMMAND_TIMEOUT)
+                              errors="replace", check=False,
+                              timeout=max(0.1, min(COMMAND_TIMEOUT, timeout)))
     except (OSError, subprocess.SubprocessError) as exc:
         return "", f"{argv[0]}: {exc}"
     if proc.returncode != 0:
@@ -40,17 +42,17 @@ def unit_name_error(unit):
     return None
 
 
-def show(unit, properties):
+def show(unit, properties, timeout=COMMAND_TIMEOUT):
     """({property: value}, error text or None) of `systemctl show -p ... -- unit`."""
     if unit_name_error(unit):
         return {}, unit_name_error(unit)
-    out, error = _run(["systemctl", "show", "-p", ",".join(properties), "--", unit])
+    out, error = _run(["systemctl", "show", "-p", ",".join(properties), "--", unit], timeout)
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line), error
 
 
-def unit_state(unit):
+def unit_state(unit, timeout=COMMAND_TIMEOUT):
     """Return {ActiveState, SubState, Result, NRestarts} of a unit (and `error` if unreadable)."""
-    state, error = show(unit, ["ActiveState", "SubState", "Result", "NRestarts"])
+    state, error = show(unit, ["ActiveState", "SubState", "Result", "NRestarts"], timeout)
     restarts = state.get("NRestarts") or "0"
     state["NRestarts"] = int(restarts) if restarts.isdigit() else 0
     if error and "ActiveState" not in state:
@@ -67,14 +69,14 @@ def journal_tail(unit, lines=40):
     return (out or error or "").splitlines()
 
 
-def invocation_journal(unit):
+def invocation_journal(unit, timeout=COMMAND_TIMEOUT):
     """(invocation id, its journal lines) of the unit's current run; ("", [reason]) without."""
-    state, error = show(unit, ["InvocationID"])
+    state, error = show(unit, ["InvocationID"], timeout)
     invocation = (state.get("InvocationID") or "").strip()
     if not invocation:
         return "", [error or "no current invocation"]
     out, error = _run(["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "--no-pager",
-                       "-o", "cat"])
+                       "-o", "cat"], timeout)
     return invocation, out.splitlines()
 
 

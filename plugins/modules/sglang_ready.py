@@ -9,8 +9,11 @@ short_description: Prove an SGLang server is ready by generating tokens
 description:
   - Polls until C(/health) answers 200 and a completion returns at least one token
     (C(/health) alone can answer 200 while the scheduler is broken, sglang#6624).
-  - Watches the systemd unit meanwhile; a unit that failed or restarted (a crash loop)
-    fails at once, a deadline fails too; both return the unit's last journal lines.
+  - Watches the systemd unit meanwhile; a unit that failed, waits to be restarted or
+    restarted during the wait (a crash loop) fails at once, a deadline fails too; both return
+    the unit's last journal lines. Restarts are counted from the wait's first look at the unit
+    (systemd's C(NRestarts) can survive a manual restart, and a restart by systemd long before
+    this wait is not a crash of this start).
   - Standard library only; reads nothing from the server but what it needs.
   - With O(server_info), once tokens came back, also reads what the server resolved
     (C(/server_info)) and loaded (C(/model_info)), keys redacted, as
@@ -163,7 +166,8 @@ from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import A
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt, redact
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_server import read as read_server
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_stages import StageOverdue, StageWatch, invocation_lines
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import journal_tail, unit_state
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import (
+    COMMAND_TIMEOUT, journal_tail, unit_state)
 
 
 class NotReady(Exception):
@@ -182,8 +186,10 @@ class Pending(Exception):
     """This call's slice of the wait ended before the server was ready: the wait goes on."""
 
 
-def check_unit(unit):
-    state = unit_state(unit)
+def check_unit(unit, restarts_before=0, timeout=COMMAND_TIMEOUT):
+    """Failed when the unit will not become ready; `restarts_before` is its NRestarts when the
+    wait began (only restarts after that are crashes of this start)."""
+    state = unit_state(unit, timeout)
     if state.get("error"):
         raise Failed(f"cannot read the state of unit {unit}: {state['error']}")
     if state.get("ActiveState") == "failed" or (
@@ -195,10 +201,10 @@ def check_unit(unit):
             f"unit {unit} exited (result: {state.get('Result')}) and waits to be restarted: "
             "the server crashes during start"
         )
-    if state["NRestarts"] > 0:
+    if state["NRestarts"] > restarts_before:
         raise Failed(
-            f"unit {unit} restarted {state['NRestarts']} time(s) since it was started: "
-            "the server crashes during start"
+            f"unit {unit} restarted {state['NRestarts'] - restarts_before} time(s) during this "
+            "wait: the server crashes during start"
         )
     if state.get("ActiveState") == "inactive":
         raise Failed(f"unit {unit} is not running: start it first")
@@ -306,7 +312,7 @@ def main():
     unit = params["unit"]
     # The wall clock: a wait in slices spans several processes.
     now = time.time()
-    started, watch = _resume(module, params, now)
+    started, restarts, watch = _resume(module, params, now)
     seen = len(_reached(watch))
 
     def news():
@@ -323,18 +329,18 @@ def main():
             overdue = None
         except StageOverdue as exc:
             overdue = exc
-        check_unit(name)
+        check_unit(name, restarts, _left(started, params))
         if overdue:
             raise Failed(str(overdue)) from overdue
 
     try:
-        result = wait_ready(params, clock=time.time,
-                            unit_check=unit_and_stage_check if watch else check_unit,
+        result = wait_ready(params, clock=time.time, unit_check=unit_and_stage_check,
                             start=started, until=now + params["slice"] if params["slice"] else None)
     except Pending as exc:
         module.exit_json(changed=False, pending=True, progress=news(),
                          status=watch.waiting() if watch else f"not ready yet: {exc}",
-                         resume={"started": started, "watch": watch.state() if watch else None},
+                         resume={"started": started, "restarts": restarts,
+                                 "watch": watch.state() if watch else None},
                          stages=_reached(watch))
     except Failed as exc:
         journal = journal_tail(unit, params["journal_lines"]) if unit else []
@@ -348,18 +354,30 @@ def main():
                      stages=_reached(watch), **result)
 
 
+def _left(started, params):
+    """Seconds left before the overall deadline: no systemctl or journalctl call waits longer."""
+    return started + params["timeout"] - time.time()
+
+
 def _resume(module, params, now):
-    """(when the wait started, the stage watch or None without a unit) from `resume`."""
+    """(when the wait started, the unit's NRestarts then, the stage watch or None without a
+    unit) from `resume`, or from the unit itself on the wait's first call."""
     resume = params["resume"] or {}
+    unit = params["unit"]
     try:
         started = float(resume.get("started", now))
-        watch = StageWatch(params["stage_timeouts"], invocation_lines(params["unit"]),
-                           time.time).restore(resume.get("watch")) if params["unit"] else None
+        if "restarts" in resume:
+            restarts = int(resume["restarts"])
+        else:
+            restarts = unit_state(unit, _left(started, params))["NRestarts"] if unit else 0
+        watch = StageWatch(params["stage_timeouts"],
+                           invocation_lines(unit, lambda: _left(started, params)),
+                           time.time).restore(resume.get("watch")) if unit else None
     except ValueError as exc:
         module.fail_json(msg=f"stage_timeouts: {exc}")
     except (KeyError, TypeError) as exc:
         module.fail_json(msg=f"resume: not a state this module returned ({exc})")
-    return started, watch
+    return started, restarts, watch
 
 
 def _reached(watch):

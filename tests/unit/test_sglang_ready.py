@@ -45,7 +45,7 @@ def test_a_crashing_unit_fails_fast_without_waiting_for_the_deadline(standin, mo
         {"ActiveState": "activating", "SubState": "auto-restart", "Result": "exit-code",
          "NRestarts": 0},
     ])
-    monkeypatch.setattr(ready, "unit_state", lambda unit: next(states))
+    monkeypatch.setattr(ready, "unit_state", lambda unit, timeout=30: next(states))
     with pytest.raises(ready.Failed, match="crashes during start"):
         ready.wait_ready(params("http://127.0.0.1:1", unit="sglang", timeout=600))
 
@@ -60,12 +60,24 @@ def test_a_crashing_unit_fails_fast_without_waiting_for_the_deadline(standin, mo
     ],
 )
 def test_unit_states_that_will_not_become_ready(monkeypatch, state, message):
-    monkeypatch.setattr(ready, "unit_state", lambda unit: {"NRestarts": 0, **state})
+    monkeypatch.setattr(ready, "unit_state", lambda unit, timeout=30: {"NRestarts": 0, **state})
     with pytest.raises(ready.Failed, match=message):
         ready.check_unit("sglang")
 
 
 def test_running_unit_passes(monkeypatch):
-    monkeypatch.setattr(ready, "unit_state", lambda unit: {
+    monkeypatch.setattr(ready, "unit_state", lambda unit, timeout=30: {
         "ActiveState": "active", "SubState": "running", "Result": "success", "NRestarts": 0})
     ready.check_unit("sglang")
+
+
+def test_restarts_before_the_wait_are_not_a_crash_of_this_start(monkeypatch):
+    """systemd's NRestarts can still count a failed release's restarts after the rollback's
+    stop and restart (a stop that met a pending automatic restart, seen under CPU load), or a
+    restart by systemd weeks before a no-change run: only restarts during the wait count."""
+    monkeypatch.setattr(ready, "unit_state", lambda unit, timeout=30: {
+        "ActiveState": "active", "SubState": "running", "Result": "success", "NRestarts": 1})
+    ready.check_unit("sglang", restarts_before=1)
+    with pytest.raises(ready.Failed, match="restarted 1 time.* during this wait"):
+        ready.check_unit("sglang", restarts_before=0)
+

@@ -143,8 +143,8 @@ def test_through_main_the_stages_come_slice_by_slice_then_tokens(standin, monkey
     from ansible_collections.sglang.deploy.plugins.module_utils import sglang_stages, sglang_systemd
 
     journal = list(GPU[:3])
-    monkeypatch.setattr(sglang_stages, "invocation_lines", lambda unit: lambda: list(journal))
-    monkeypatch.setattr(sglang_systemd, "unit_state", lambda unit: {
+    monkeypatch.setattr(sglang_stages, "invocation_lines", lambda unit, timeout=None: lambda: list(journal))
+    monkeypatch.setattr(sglang_systemd, "unit_state", lambda unit, timeout=30: {
         "ActiveState": "active", "SubState": "running", "Result": "success", "NRestarts": 0})
     args = {"url": f"http://127.0.0.1:{free_port()}", "unit": "sglang", "timeout": 60,
             "poll": 0.05, "slice": 0.2, "stage_timeouts": {"server up": 30}}

@@ -3,6 +3,7 @@ passed after `--`, every call bounded in time, output decoded leniently. systemc
 journalctl are shell scripts on PATH that record their arguments."""
 
 import os
+import time
 
 import pytest
 
@@ -65,6 +66,16 @@ def test_a_hung_command_is_cut_off(tools, monkeypatch):
     monkeypatch.setattr(systemd, "COMMAND_TIMEOUT", 0.5)
     state = systemd.unit_state("sglang.service")
     assert "timed out" in state["error"] and state["NRestarts"] == 0
+
+
+def test_a_nearer_deadline_cuts_a_hung_command_sooner(tools):
+    """A readiness wait with 0.5 s left does not give systemctl or journalctl 30 s."""
+    tools(systemctl="sleep 30", journalctl="sleep 30")
+    started = time.monotonic()
+    assert "timed out" in systemd.unit_state("sglang.service", timeout=0.5)["error"]
+    assert sglang_stages.invocation_lines("sglang.service", lambda: 0.5)() == []
+    assert systemd.invocation_journal("sglang.service", timeout=-3)[0] == ""
+    assert time.monotonic() - started < 5
 
 
 def test_output_in_another_encoding_is_replaced_not_raised(tools):
