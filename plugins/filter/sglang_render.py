@@ -11,63 +11,24 @@ import re
 import yaml
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import ENV_NAME, env_file_line
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import env_file_line
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_args import CONTROL, dashed, env_name, named, \
+    not_owned, single_line
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_cache_env import unit_cache_env
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_hosts import advertised_address, bracketed
-from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_values import ARG_NAME, plain
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_values import plain
 
-# Anything that ends up in a unit or environment file: no C0/C1 control character (newline,
-# carriage return, NUL, tab, ESC...) nor Unicode line/paragraph separator; systemd splits
-# lines on more than "\n" and a NUL truncates. `%` would be a systemd specifier in a path.
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 ACCOUNT = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 UNIT_NAME = re.compile(r"[A-Za-z0-9_.@:-]{1,200}")
 PROFILE_KEYS = {"tune", "description", "min_sglang_version", "model", "args", "env", "expect", "smoke"}
 MODEL_KEYS = {"path", "revision", "served_model_name"}
-# Arguments the role owns through its own variables: set them there, not in args.
-ROLE_OWNED = {
-    "model-path": "sglang_model_path",
-    "revision": "sglang_model_revision",
-    "host": "sglang_host",
-    "port": "sglang_port",
-    "api-key": "sglang_api_key (kept out of argv, files and the journal)",
-    "admin-api-key": "sglang_admin_api_key (kept out of argv, files and the journal)",
-    "nnodes": "sglang_nodes_group (its hosts, in inventory order, are the ranks)",
-    "node-rank": "sglang_nodes_group (its hosts, in inventory order, are the ranks)",
-    "dist-init-addr": "sglang_nodes_group and sglang_dist_init_port",
-    "config": None,
-}
 # What launch.py passes on: single-line tokens, so a log line never splits one.
 API_KEY = re.compile(r"^[A-Za-z0-9._~+/=-]{16,512}$")
 
 
-def sglang_line(value, where):
-    """The one check for a value that lands in a unit or environment file; returns its text.
-
-    Refuses any control character (a trailing newline too) by position, never quoting the
-    value (it may be a token).
-    """
-    text = str(plain(value))
-    bad = CONTROL.search(text)
-    if bad:
-        raise AnsibleFilterError(
-            f"{where}: holds the control character {bad.group()!r} at position {bad.start()}; "
-            "unit and environment files take single-line values without control characters")
-    return text
-
-
-def _named(name, pattern, where, what):
-    """A name (env variable, unit key, account) that must match `pattern` whole."""
-    if not isinstance(name, str) or not pattern.fullmatch(name):
-        shown = sglang_line(name, where) if isinstance(name, str) and not CONTROL.search(name) \
-            else "a name with a control character"
-        raise AnsibleFilterError(f"{where}: {shown!r} is not {what}")
-    return name
-
-
 def _unit_path(path, where):
-    path = sglang_line(path, where)
+    path = single_line(path, where)
     if not os.path.isabs(path) or any(c.isspace() for c in path) or "%" in path \
             or os.path.normpath(path) != path:
         raise AnsibleFilterError(f"{where}: {path!r} must be a normalised absolute path without "
@@ -89,41 +50,14 @@ def sglang_unit_check(settings):
         if name.endswith("cache_dir") and value in ("", None):
             continue  # no cache directory: none is rendered
         if name.endswith(("_user", "_group")):
-            _named(sglang_line(value, name), ACCOUNT, name, "a user or group name ([a-z_][a-z0-9_-]*)")
+            named(single_line(value, name), ACCOUNT, name, "a user or group name ([a-z_][a-z0-9_-]*)")
         elif name.endswith(("_dir", "_path", "_venv")):
             _unit_path(value, name)
         elif name.endswith("_name"):
-            _named(sglang_line(value, name), UNIT_NAME, name, "a systemd unit name")
+            named(single_line(value, name), UNIT_NAME, name, "a systemd unit name")
         else:
-            sglang_line(value, name)
+            single_line(value, name)
     return settings
-
-
-def _dashed(name, where):
-    if not isinstance(name, str):
-        raise AnsibleFilterError(f"{where}: argument names must be strings, got {name!r}")
-    dashed = name.strip().lstrip("-").replace("_", "-")
-    if "=" in dashed:
-        raise AnsibleFilterError(
-            f"{where}: {name!r} looks like '--flag=value'; write it as a key and a value "
-            "(e.g. 'tp-size: 2')"
-        )
-    if not ARG_NAME.match(dashed):
-        raise AnsibleFilterError(
-            f"{where}: {name!r} is not an SGLang argument name (lowercase, dashes)"
-        )
-    return dashed
-
-
-def _owned(dashed, where):
-    if dashed in ROLE_OWNED:
-        owner = ROLE_OWNED[dashed]
-        if owner is None:
-            raise AnsibleFilterError(
-                f"{where}: 'config' is not an argument you set: each release passes its own "
-                "rendered file as '--config PATH' (never '--config=PATH', which SGLang ignores)"
-            )
-        raise AnsibleFilterError(f"{where}: set '{dashed}' through the variable {owner}")
 
 
 def _scalar(value, where, name):
@@ -181,18 +115,17 @@ def sglang_server_config(profile, overrides=None, model_path="", model_revision=
                           ("sglang_server_args", overrides)):
         seen = {}
         for raw_name, value in source.items():
-            dashed = _dashed(raw_name, where)
-            if dashed in seen:
+            flag = not_owned(dashed(raw_name, where), where)
+            if flag in seen:
                 raise AnsibleFilterError(
-                    f"{where}: {raw_name!r} and {seen[dashed]!r} name the same argument "
-                    f"'--{dashed}'; keep one"
+                    f"{where}: {raw_name!r} and {seen[flag]!r} name the same argument "
+                    f"'--{flag}'; keep one"
                 )
-            seen[dashed] = raw_name
-            _owned(dashed, where)
+            seen[flag] = raw_name
             if value is None:
-                merged.pop(dashed, None)
+                merged.pop(flag, None)
             else:
-                merged[dashed] = _scalar(value, where, dashed)
+                merged[flag] = _scalar(value, where, flag)
 
     _check_speculative(merged)
     return merged
@@ -246,13 +179,13 @@ def sglang_env_merge(profile, overrides=None):
         if not isinstance(source, dict):
             raise AnsibleFilterError(f"{where} must be a mapping of environment variables")
         for name, value in source.items():
-            _named(name, ENV_NAME, where, "an environment variable name")
+            env_name(name, where)
             if value is None:
                 merged.pop(name, None)
                 continue
             if isinstance(value, bool):
                 value = "1" if value else "0"
-            merged[name] = sglang_line(value, f"{where}.{name}")
+            merged[name] = single_line(value, f"{where}.{name}")
     return merged
 
 
@@ -273,8 +206,8 @@ def sglang_env_file(env):
     """A systemd EnvironmentFile: one NAME="value" per line, sorted, escaped."""
     lines = ["# Rendered by sglang-deploy: environment of the SGLang server."]
     for name in sorted(env):
-        _named(name, ENV_NAME, "sglang_env", "an environment variable name")
-        lines.append(env_file_line(name, sglang_line(env[name], f"sglang_env.{name}")))
+        env_name(name, "sglang_env")
+        lines.append(env_file_line(name, single_line(env[name], f"sglang_env.{name}")))
     return "\n".join(lines) + "\n"
 
 
@@ -342,7 +275,7 @@ def _writable_lines(cache_dir, read_write_paths):
 
 def _hardening_line(key, value):
     """`Key=value` for one sandboxing setting; None for a null value (the setting left out)."""
-    _named(key, UNIT_KEY, "sglang_service_hardening", "a systemd setting name")
+    named(key, UNIT_KEY, "sglang_service_hardening", "a systemd setting name")
     if key in UNIT_OWNED:
         raise AnsibleFilterError(
             f"sglang_service_hardening: {key} is written by the role; "
@@ -354,7 +287,7 @@ def _hardening_line(key, value):
         value = "yes" if value else "no"
     if isinstance(value, (dict, list)):
         raise AnsibleFilterError(f"sglang_service_hardening.{key}: a single-line value")
-    return f"{key}={sglang_line(value, f'sglang_service_hardening.{key}')}"
+    return f"{key}={single_line(value, f'sglang_service_hardening.{key}')}"
 
 
 NCCL_ENV = re.compile(r"(NCCL|GLOO|UCX|TP_SOCKET)_[A-Z0-9_]+")
@@ -373,9 +306,9 @@ def sglang_multinode(hosts, host, hostvars, port=50000, nccl_env=None):
     if not isinstance(nccl_env, dict):
         raise AnsibleFilterError("sglang_nccl_env must be a mapping of NCCL_*/GLOO_* variables")
     for name, value in nccl_env.items():
-        _named(name, NCCL_ENV, "sglang_nccl_env",
+        named(name, NCCL_ENV, "sglang_nccl_env",
                "an NCCL_*/GLOO_*/UCX_* variable; put other variables in sglang_env")
-        sglang_line(value, f"sglang_nccl_env.{name}")
+        single_line(value, f"sglang_nccl_env.{name}")
     env = {k: str(v) for k, v in nccl_env.items()}
     if len(hosts) < 2:
         if hosts and host not in hosts:

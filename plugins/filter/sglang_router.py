@@ -54,7 +54,7 @@ def sglang_router_argv(workers, host="127.0.0.1", port=30000, policy="cache_awar
         raise AnsibleFilterError("sglang_router_args must be a mapping of router arguments")
     for name, value in extra.items():
         dashed = str(name).strip().lstrip("-").replace("_", "-")
-        if not ARG_NAME.match(dashed):
+        if not ARG_NAME.fullmatch(dashed):
             raise AnsibleFilterError(f"sglang_router_args: {name!r} is not a router argument name")
         if dashed in OWNED:
             raise AnsibleFilterError(

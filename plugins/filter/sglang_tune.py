@@ -9,16 +9,14 @@ becomes the incumbent only when it beats it by more than the measured noise.
 import hashlib
 import json
 import math
-import re
 
 import yaml
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_args import dashed, env_name, not_owned, single_line
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
 
 METRICS = ("decode_tok_s_per_user", "output_tok_s")
-ARG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SCALARS = (str, int, float, bool)
 
 
@@ -30,7 +28,6 @@ def _canon(value):
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
-NOT_KNOBS = ("model-path", "host", "port", "api-key", "config")
 BUDGET_MINIMUMS = (("max_restarts", 1), ("max_wall_s", 1), ("noise_repeats", 2), ("finalists", 1))
 
 
@@ -80,15 +77,15 @@ def _plan_knobs(space):
 
 
 def _plan_knob(kind, name, values):
-    """One knob of the space: a valid name of its kind and a list of distinct scalars (an
-    environment variable's values as strings)."""
-    pattern = ARG_NAME if kind == "args" else ENV_NAME
-    if not isinstance(name, str) or not pattern.match(name):
-        _fail(f"sglang_tune_space.{kind}: '{name}' is not a valid "
-              f"{'dashed SGLang argument' if kind == 'args' else 'environment variable'}"
-              " name (e.g. speculative-num-steps, NCCL_P2P_DISABLE)")
-    if kind == "args" and name in NOT_KNOBS:
-        _fail(f"sglang_tune_space.args: '{name}' is not a performance knob: remove it")
+    """One knob of the space, through the profile's own checks: an SGLang argument as SGLang
+    spells it and not one the role owns (the model, the keys, the ranks), or an environment
+    variable's name, whole; and a list of distinct scalars."""
+    where = f"sglang_tune_space.{kind}"
+    if kind == "args":
+        if not_owned(dashed(name, where), where) != name:
+            _fail(f"{where}: write '{name}' as SGLang spells it: '{dashed(name, where)}'")
+    else:
+        env_name(name, where)
     return {"name": name, "kind": kind, "values": _plan_values(kind, name, values)}
 
 
@@ -102,7 +99,7 @@ def _plan_values(kind, name, values):
             _fail(f"sglang_tune_space.{kind}.{name}: {value!r} is not a scalar "
                   "(string, number or boolean)")
     if kind == "env":
-        values = [str(v) for v in values]
+        values = [single_line(v, f"sglang_tune_space.env.{name}") for v in values]
     if len({_canon(v) for v in values}) != len(values):
         _fail(f"sglang_tune_space.{kind}.{name} lists a value twice: {values}")
     return list(values)

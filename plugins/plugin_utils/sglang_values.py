@@ -8,7 +8,7 @@ import re
 from ansible.errors import AnsibleFilterError
 
 # An SGLang or router option name once dashed: `tp-size`, `enable-p2p-check`.
-ARG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+ARG_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")  # whole: fullmatch
 
 
 def plain(value):
