@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the offline wheelhouses that test and demo hosts install from (no index on the host):
-# the real sglang wheel (installed there with --no-deps), the test stand-in engine and PyYAML;
+# the real sglang wheel (installed there with --no-deps), the test stand-in engine, PyYAML and
+# uv (the role's installer);
 # and, in a second directory, sglang-router with its dependencies (the router host's venv).
 # Files already present are kept, so a second run changes nothing.
 set -euo pipefail
@@ -25,6 +26,15 @@ for sglang_version in $sglang_versions; do
       -d "$dest" "sglang==${sglang_version}"
   fi
 done
+
+# uv, the role's default installer (installed with pip into its own venv on the host).
+uv_version="${SGLANG_UV_VERSION:-0.13.9}"
+if ! compgen -G "$dest/uv-${uv_version}-*.whl" >/dev/null; then
+  echo "wheelhouse: uv ${uv_version}"
+  "${pip[@]}" download --no-deps --only-binary=:all: --python-version "$host_python" \
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    -d "$dest" "uv==${uv_version}"
+fi
 
 if ! compgen -G "$dest/[Pp][Yy][Yy][Aa][Mm][Ll]-*.whl" >/dev/null; then
   echo "wheelhouse: pyyaml"

@@ -16,6 +16,11 @@ description:
   - Reads, in the same call, which pinned requirements (O(requirements)) the ml-env lacks, from
     package metadata (no pip run), as M(sglang.deploy.sglang_pip_check) does; a deploy with
     nothing to change learns both in one round trip.
+  - With O(envs_base_dir), the ml-env read is the immutable env these requirements define under
+    C(<base_dir>/envs/) (M(sglang.deploy.sglang_env)); its id is computed here, with the
+    Python, the install options and C(no_deps), and returned in RV(env); an env not yet built
+    (or cut short) lacks every requirement. O(venv) is then the link to the serving env; a
+    real directory there is a failure (it is never deleted nor taken over).
   - Judges them. GPU checks apply where a driver is found; a host without one only gets a
     warning (SGLang will stop at CUDA initialisation there). Each failure says what to do.
 options:
@@ -50,6 +55,19 @@ options:
     type: list
     elements: str
     default: []
+  envs_base_dir:
+    description: Read the immutable env of O(requirements) under C(<envs_base_dir>/envs/)
+      instead of O(venv).
+    type: path
+  install_options:
+    description: The install options (index, wheelhouse), part of the env's id.
+    type: list
+    elements: str
+    default: []
+  no_deps:
+    description: Whether the SGLang pin is installed with C(--no-deps), part of the env's id.
+    type: bool
+    default: false
   disk:
     description: Free space needed.
     type: list
@@ -148,6 +166,10 @@ exec_start_pre:
   description: Lines the unit needs (nvidia-modprobe for nvidia-uvm).
   type: list
   returned: always
+env:
+  description: "The env of O(requirements) when O(envs_base_dir) is given: {id, path, complete}."
+  type: dict
+  returned: when envs_base_dir is given
 packages:
   description: What the ml-env has of O(requirements).
   type: dict
@@ -175,6 +197,8 @@ import subprocess
 import zipfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_envs import (
+    EnvError, env_id, env_path, link_target, python_identity, read_marker, spec_of)
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_pip import check as check_packages
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import systemd_version
 
@@ -369,6 +393,33 @@ def judge(facts, cuda_min_driver, hardening):
     return failures, warnings, pre
 
 
+def planned_env(p):
+    """{id, path, complete} of the env the requirements define (O(envs_base_dir)), or None."""
+    if not p["envs_base_dir"]:
+        return None
+    spec = spec_of(python_identity(p["python"]), p["requirements"], p["install_options"],
+                   p["no_deps"])
+    env = env_id(spec)
+    path = env_path(p["envs_base_dir"], env)
+    return {"id": env, "path": path, "complete": os.path.isdir(path) and bool(read_marker(path))}
+
+
+def link_failures(p):
+    """With O(envs_base_dir), O(venv) is a link to the env: a real directory there is refused."""
+    try:
+        link_target(p["venv"])
+    except EnvError as exc:
+        return [f"ml-env: {exc}"]
+    return []
+
+
+def read_packages(p, env):
+    """What the ml-env (or the planned env) has of the requirements."""
+    if env and not env["complete"]:
+        return {"venv_exists": False, "installed": {}, "missing": list(p["requirements"])}
+    return check_packages(env["path"] if env else p["venv"], p["requirements"])
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -379,6 +430,9 @@ def main():
             "cuda_min_driver": {"type": "dict", "default": {}},
             "hardening": {"type": "dict", "default": {}},
             "requirements": {"type": "list", "elements": "str", "default": []},
+            "envs_base_dir": {"type": "path"},
+            "install_options": {"type": "list", "elements": "str", "default": []},
+            "no_deps": {"type": "bool", "default": False},
             "disk": {"type": "list", "elements": "dict", "default": [], "options": {
                 "path": {"type": "path", "required": True},
                 "gb": {"type": "float", "default": 0},
@@ -389,7 +443,8 @@ def main():
     )
     p = module.params
     # A NUL in a path or a command would raise inside glob or exec, not be a clear error.
-    nul = [name for name in ("nvidia_smi", "venv", "python", "wheelhouse") if "\0" in p[name]] \
+    nul = [name for name in ("nvidia_smi", "venv", "python", "wheelhouse", "envs_base_dir")
+           if "\0" in (p[name] or "")] \
         + [f"disk.path {d['path']!r}" for d in p["disk"] if "\0" in d["path"]]
     if nul:
         module.fail_json(msg=f"{', '.join(nul)}: a path or command may not hold a NUL byte")
@@ -399,14 +454,17 @@ def main():
         module.fail_json(msg=f"disk: unless_installed {', '.join(unknown)} is not one of "
                              "requirements: add it there")
     try:
-        packages = check_packages(p["venv"], p["requirements"])
-    except RuntimeError as exc:
+        env = planned_env(p)
+        packages = read_packages(p, env)
+    except (RuntimeError, EnvError) as exc:
         module.fail_json(msg=str(exc))
-    facts = read_facts(p, packages["missing"])
+    facts = read_facts(dict(p, venv=env["path"]) if env else p, packages["missing"])
     failures, warnings, pre = judge(facts, module.params["cuda_min_driver"],
                                     module.params["hardening"])
+    if env:
+        failures += link_failures(p)
     module.exit_json(changed=False, facts=facts, failures=failures, warnings_=warnings,
-                     exec_start_pre=pre, packages=packages)
+                     exec_start_pre=pre, packages=packages, **({"env": env} if env else {}))
 
 
 if __name__ == "__main__":

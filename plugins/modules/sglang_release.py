@@ -20,15 +20,22 @@ description:
   - A release is only ever named by its directory, through one resolver that refuses
     anything but an id directly under C(releases/); C(current) must point at C(releases/<id>).
   - C(state=active) points C(current) at a release (an atomic symlink swap) and records the
-    release it replaced. C(state=good) marks a release as proven to serve, C(state=failed)
+    release it replaced; with C(env_link), the ml-env path people and tools know is pointed at
+    the release's env (C(envs/<id>), M(sglang.deploy.sglang_env)) in the same call, after the
+    env's digest is checked against the one recorded when it was built. Both are checked before
+    either changes; an env that is missing or changed, or a real directory at C(env_link)
+    (never deleted nor taken over), is refused with what to do. C(state=good) marks a release as proven to serve, C(state=failed)
     as refused, with a C(reason).
   - C(state=info) lists the releases (in creation order) and names the newest good release
     other than C(current), the default rollback target, and the drift of C(current).
   - C(state=cleanup) keeps the newest C(keep_good) good releases and the newest C(keep_other)
     of the rest (failed, never proven), in creation order; C(current), the newest good
     release that is not current and releases whose manifest cannot be read are never deleted.
-  - C(state=packages) with C(packages) records the ml-env's package set in the release
-    (C(packages.txt)) and its sha256 in the manifest; without C(packages) it reads the set back,
+    The envs no release left names are removed with them (never the one C(env_link) points
+    at); the disk the envs take is returned, a hardlinked file counted once.
+  - C(state=packages) with C(packages) records the env's package set in the release
+    (C(packages.txt)) and its sha256 in the manifest, with C(env) and C(env_digest) the env
+    the release runs on; without C(packages) it reads the set back,
     refused when the file no longer has that sha256 or holds a line that is not
     C(name==version) (one validator, sglang_packages). A release made before sets were hashed
     is read through the validator alone (C(verified=false)); one without the file has none
@@ -84,6 +91,16 @@ options:
       C(state=packages); omitted, the recorded set is read.
     type: list
     elements: str
+  env:
+    description: The id of the env the release runs on, recorded by C(state=packages).
+    type: str
+  env_digest:
+    description: The env's digest when it was built or checked, recorded with C(env).
+    type: str
+  env_link:
+    description: The ml-env path (C(sglang_venv)) that C(state=active) points at the release's
+      env and C(state=cleanup) keeps the env of.
+    type: path
   keep_good:
     description: Good releases kept by C(state=cleanup).
     type: int
@@ -198,6 +215,18 @@ recorded:
   description: Whether the release has a recorded package set (packages.txt).
   type: bool
   returned: state is packages
+env_linked:
+  description: The env C(env_link) pointed at before this task (state=active), or null.
+  type: str
+  returned: state is active and env_link is given
+removed_envs:
+  description: Envs removed with the releases that named them.
+  type: list
+  returned: state is cleanup
+envs_disk_bytes:
+  description: Bytes the envs left take on disk, a hardlinked file counted once.
+  type: int
+  returned: state is cleanup
 verified:
   description: Whether the set matched the sha256 its manifest records (false for a release
     made before sets were hashed).
@@ -215,6 +244,7 @@ import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_envs as envs
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import flock_guard, write_atomic
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_packages import PackageSetError, package_lines
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import read_bytes
@@ -222,9 +252,9 @@ from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import
 
 MANIFEST = "manifest.json"
 PACKAGES = "packages.txt"
-PACKAGES_HEADER = "# The ml-env's package set when this release was made (sha256 in manifest.json).\n"
+PACKAGES_HEADER = "# The package set of the env this release runs on (sha256 in manifest.json).\n"
 # Written by the module only: results and meta may not set them.
-OWNED = ("id", "seq", "status", "files", "args_hash", "packages_sha256")
+OWNED = ("id", "seq", "status", "files", "args_hash", "packages_sha256", "env", "env_digest")
 SCHEMA = 1
 # Manifest facts shown by --diff beside the files.
 META_DIFF_KEYS = ("sglang_version", "launch_module", "extra_packages", "model")
@@ -473,13 +503,43 @@ def _repair(base_dir, release, manifest, files, result, check_mode):
     return result
 
 
-def activate(base_dir, release, check_mode=False):
-    """Point `current` at `release` with an atomic rename."""
+def _env_to_link(base_dir, manifest, env_link, check_mode=False):
+    """(env id, env path) that `env_link` must point at for this release, checked, or (None,
+    None): no link asked, or a release that names no env. In check mode an env not built yet
+    is the one the step before would have built."""
+    env = manifest.get("env")
+    if not env_link or not env:
+        return None, None
+    state = envs.check(base_dir, env)
+    if check_mode and not state["exists"]:
+        envs.link_target(env_link)
+        return env, state["path"]
+    if not state["complete"]:
+        raise ReleaseError(f"release {manifest['id']} runs on env {env}, which is not built under "
+                           f"{envs.envs_dir(base_dir)}: build it (a rollback rebuilds it from "
+                           "the release's packages.txt)")
+    if not state["intact"]:
+        raise ReleaseError(
+            f"env {env} ({state['path']}) changed since it was built: its digest is "
+            f"{state['digest']}, it was built as {state['marker']['digest']} (something was "
+            "installed or removed in it); refused, nothing was switched. Run again with "
+            "sglang_env_rebuild=true to build it again from its record")
+    envs.link_target(env_link)
+    return env, state["path"]
+
+
+def activate(base_dir, release, check_mode=False, env_link=None):
+    """Point `current` at `release` with an atomic rename, and `env_link` at its env."""
     manifest = _require(base_dir, release)
     current = read_current(base_dir)
+    env, env_dir = _env_to_link(base_dir, manifest, env_link, check_mode)
+    linked = envs.link_target(env_link) if env else None
     result = {"current": current, "release": release, "path": _path(base_dir, release),
-              "created": False, "changed": current != release, "manifest": manifest}
-    if result["changed"] and current:
+              "created": False, "changed": current != release or linked != env,
+              "manifest": manifest}
+    if env:
+        result["env_linked"] = linked
+    if current != release and current:
         names = sorted(manifest.get("files", {}))
         target = [{"name": n, "content": c, "mode": _mode(os.path.join(_path(base_dir, release), n))}
                   for n, c in _release_files(base_dir, release, names).items()]
@@ -488,29 +548,38 @@ def activate(base_dir, release, check_mode=False):
         return result
     with _serialised(base_dir):
         current = read_current(base_dir)
-        manifest = _require(base_dir, release)
-        # One release is `active` (live, not yet proven) at a time: an earlier one that never
-        # proved itself is superseded, even when two activations raced without the lock.
-        for other in _listing(base_dir):
-            if other.get("status") == "active" and other["id"] != release:
-                _write_json_atomic(os.path.join(release_path(base_dir, other["id"]), MANIFEST),
-                                   dict(other, status="superseded", superseded_by=release))
-        # A release proven good before (a rollback target) stays good; a new one becomes active.
-        status = "good" if manifest.get("status") == "good" else "active"
-        manifest = dict(manifest, status=status, activated=_now(), previous=current)
-        _write_json_atomic(os.path.join(_path(base_dir, release), MANIFEST), manifest)
-        tmp_link = os.path.join(base_dir, f".current.{os.getpid()}")
-        try:
-            if os.path.lexists(tmp_link):
-                os.unlink(tmp_link)
-            os.symlink(os.path.join("releases", release), tmp_link)
-            os.replace(tmp_link, os.path.join(base_dir, "current"))
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp_link)
-            raise
+        if current != release:
+            manifest = _point_current(base_dir, release, current)
+        if env and linked != env:
+            envs.switch_link(env_link, env_dir)
     result.update(manifest=manifest, current=current)
     return result
+
+
+def _point_current(base_dir, release, current):
+    """The manifest changes of an activation, then `current` swapped (under the lock)."""
+    manifest = _require(base_dir, release)
+    # One release is `active` (live, not yet proven) at a time: an earlier one that never
+    # proved itself is superseded, even when two activations raced without the lock.
+    for other in _listing(base_dir):
+        if other.get("status") == "active" and other["id"] != release:
+            _write_json_atomic(os.path.join(release_path(base_dir, other["id"]), MANIFEST),
+                               dict(other, status="superseded", superseded_by=release))
+    # A release proven good before (a rollback target) stays good; a new one becomes active.
+    status = "good" if manifest.get("status") == "good" else "active"
+    manifest = dict(manifest, status=status, activated=_now(), previous=current)
+    _write_json_atomic(os.path.join(_path(base_dir, release), MANIFEST), manifest)
+    tmp_link = os.path.join(base_dir, f".current.{os.getpid()}")
+    try:
+        if os.path.lexists(tmp_link):
+            os.unlink(tmp_link)
+        os.symlink(os.path.join("releases", release), tmp_link)
+        os.replace(tmp_link, os.path.join(base_dir, "current"))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_link)
+        raise
+    return manifest
 
 
 def mark(base_dir, release, status, reason=None, check_mode=False, results=None):
@@ -534,10 +603,10 @@ def mark(base_dir, release, status, reason=None, check_mode=False, results=None)
     return result
 
 
-def packages(base_dir, release, lines=None, check_mode=False):
-    """Record `lines` as the release's package set (packages.txt, its sha256 in the manifest),
-    or with `lines` None read the recorded set back, checked against that sha256 and by the
-    package line validator."""
+def packages(base_dir, release, lines=None, check_mode=False, env=None):
+    """Record `lines` as the release's package set (packages.txt, its sha256 in the manifest)
+    with `env` ({id, digest}: the env it runs on), or with `lines` None read the recorded set
+    back, checked against that sha256 and by the package line validator."""
     manifest = _require(base_dir, release)
     path = os.path.join(_path(base_dir, release), PACKAGES)
     source = path
@@ -547,13 +616,15 @@ def packages(base_dir, release, lines=None, check_mode=False):
         checked = package_lines(lines, source)
         text = PACKAGES_HEADER + "".join(f"{line}\n" for line in checked)
         digest = hashlib.sha256(text.encode()).hexdigest()
+        owned = {"packages_sha256": digest, **(env or {})}
         result.update(packages=checked, recorded=True, verified=True,
-                      changed=manifest.get("packages_sha256") != digest or _sha256(path) != digest)
+                      changed=any(manifest.get(k) != v for k, v in owned.items())
+                      or _sha256(path) != digest)
         if result["changed"] and not check_mode:
             with _serialised(base_dir):
                 manifest = _require(base_dir, release)
                 _write_atomic(path, text, 0o644, ".packages.")
-                manifest = dict(manifest, packages_sha256=digest)
+                manifest = dict(manifest, **owned)
                 _write_json_atomic(os.path.join(_path(base_dir, release), MANIFEST), manifest)
             result["manifest"] = manifest
         return result
@@ -613,14 +684,22 @@ def drift(base_dir, release, manifest):
 
 
 def info(base_dir):
-    """All releases, oldest first, the newest good one that is not current, current's drift."""
+    """All releases, oldest first, the newest good one that is not current, current's drift;
+    each release says whether the env it names is built (`env_ready`)."""
     current = read_current(base_dir)
-    releases = _listing(base_dir)
+    releases = [dict(m, env_ready=_env_ready(base_dir, m.get("env"))) for m in _listing(base_dir)]
     good = [m["id"] for m in releases if m.get("status") == "good" and m["id"] != current]
     cur = next((m for m in releases if m["id"] == current), None)
     return {"changed": False, "current": current, "releases": releases,
             "previous_good": good[-1] if good else None,
             "drift": drift(base_dir, current, cur) if cur else []}
+
+
+def _env_ready(base_dir, env):
+    try:
+        return bool(env) and os.path.isfile(os.path.join(envs.env_path(base_dir, env), envs.MARKER))
+    except envs.EnvError:
+        return False
 
 
 def _doomed(state, keep_good, keep_other):
@@ -635,18 +714,33 @@ def _doomed(state, keep_good, keep_other):
     return sorted(r for r in oldest if r not in protected)
 
 
-def cleanup(base_dir, keep_good=5, keep_other=3, check_mode=False):
+def _unnamed_envs(base_dir, kept, env_link):
+    """The envs no kept release names and `env_link` does not point at."""
+    named = {m.get("env") for m in kept}
+    if env_link:
+        named.add(envs.link_target(env_link))
+    return [e for e in envs.listing(base_dir) if e not in named]
+
+
+def cleanup(base_dir, keep_good=5, keep_other=3, check_mode=False, env_link=None):
     """Delete the oldest releases beyond the limits; never current or the rollback target,
-    never a release whose manifest cannot be read (it may have been good)."""
+    never a release whose manifest cannot be read (it may have been good). The envs no kept
+    release names go with them, never the one `env_link` points at."""
     if keep_good < 0 or keep_other < 0:
         raise ReleaseError("keep_good and keep_other must be 0 or more")
     state = info(base_dir)
     doomed = _doomed(state, keep_good, keep_other)
+    kept = [m for m in state["releases"] if m["id"] not in doomed]
+    doomed_envs = _unnamed_envs(base_dir, kept, env_link)
     if not check_mode:
         for release in doomed:
             shutil.rmtree(release_path(base_dir, release))
-    return {"changed": bool(doomed), "removed": doomed, "current": state["current"],
-            "kept": [m["id"] for m in state["releases"] if m["id"] not in doomed],
+        for env in doomed_envs:
+            shutil.rmtree(envs.env_path(base_dir, env))
+    left = [envs.env_path(base_dir, e) for e in envs.listing(base_dir) if e not in doomed_envs]
+    return {"changed": bool(doomed or doomed_envs), "removed": doomed, "current": state["current"],
+            "kept": [m["id"] for m in kept], "removed_envs": doomed_envs,
+            "envs_disk_bytes": envs.disk_usage(left),
             "unreadable": [m["id"] for m in state["releases"] if m.get("status") == "unreadable"]}
 
 
@@ -681,6 +775,9 @@ def main():
             "reason": {"type": "str"},
             "results": {"type": "dict"},
             "packages": {"type": "list", "elements": "str"},
+            "env": {"type": "str"},
+            "env_digest": {"type": "str"},
+            "env_link": {"type": "path"},
             "keep_good": {"type": "int", "default": 5},
             "keep_other": {"type": "int", "default": 3},
         },
@@ -699,15 +796,17 @@ def main():
         elif p["state"] == "info":
             result = info(p["base_dir"])
         elif p["state"] == "cleanup":
-            result = cleanup(p["base_dir"], p["keep_good"], p["keep_other"], module.check_mode)
+            result = cleanup(p["base_dir"], p["keep_good"], p["keep_other"], module.check_mode,
+                             p["env_link"])
         elif p["state"] == "active":
-            result = activate(p["base_dir"], p["release"], module.check_mode)
+            result = activate(p["base_dir"], p["release"], module.check_mode, p["env_link"])
         elif p["state"] == "packages":
-            result = packages(p["base_dir"], p["release"], p["packages"], module.check_mode)
+            env = {k: p[k] for k in ("env", "env_digest") if p[k]}
+            result = packages(p["base_dir"], p["release"], p["packages"], module.check_mode, env)
         else:
             result = mark(p["base_dir"], p["release"], p["state"], p["reason"], module.check_mode,
                           p["results"])
-    except (ReleaseError, PackageSetError) as exc:
+    except (ReleaseError, PackageSetError, envs.EnvError) as exc:
         module.fail_json(msg=str(exc))
     except OSError as exc:
         module.fail_json(msg=f"{exc}: sglang_base_dir ({p['base_dir']}) must be a writable "

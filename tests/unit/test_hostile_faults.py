@@ -53,20 +53,21 @@ def fake_venv(tmp_path):
     return venv
 
 
-# --- 1. ml-env restore: package lines -------------------------------------------------------
+# --- 1. an env built again from a release's record: package lines ---------------------------
 
-@pytest.fixture(scope="module")
-def real_venv(tmp_path_factory):
-    """A real venv (pip inside): what a restore would change."""
-    venv = tmp_path_factory.mktemp("mlenv") / "env"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    return venv
+@pytest.fixture(name="base_dir")
+def _base_dir(tmp_path):
+    """A base dir with an env that serves (what a rebuild must never touch) and its link."""
+    base = tmp_path / "base"
+    env = base / "envs" / "00000000000000aa"
+    (env / "bin").mkdir(parents=True)
+    (env / ".sglang-env.json").write_text('{"digest": "sha256:0"}')
+    (tmp_path / "ml-env").symlink_to(env)
+    return base
 
 
-def venv_set(venv):
-    proc = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list", "--format=json"],
-                          capture_output=True, text=True, check=True, timeout=120)
-    return sorted((p["name"], p["version"]) for p in json.loads(proc.stdout))
+def tree(base):
+    return sorted(str(p.relative_to(base)) for p in base.rglob("*"))
 
 
 HOSTILE_LINES = [
@@ -81,15 +82,17 @@ HOSTILE_LINES = [
 
 
 @pytest.mark.parametrize("line", HOSTILE_LINES)
-def test_a_recorded_set_with_a_line_that_is_not_name_and_version_is_refused(line, real_venv):
-    before = venv_set(real_venv)
+def test_a_recorded_set_with_a_line_that_is_not_name_and_version_is_refused(line, base_dir):
+    before = tree(base_dir)
     for check_mode in (True, False):
-        result, _ = main_of("sglang_venv_packages", {
-            "venv": str(real_venv), "state": "restore",
-            "packages": ["sglang==0.5.23", line]}, check_mode)
-        assert result.get("failed"), result
-        assert "name==version" in result["msg"] and repr(line)[:20] in result["msg"]
-    assert venv_set(real_venv) == before
+        for env in ("0123456789abcdef", None):  # a release's env, one made before envs
+            result, _ = main_of("sglang_env", {
+                "base_dir": str(base_dir), "env": env, "python": sys.executable,
+                "packages": ["sglang==0.5.23", line], "installer": "pip"}, check_mode)
+            assert result.get("failed"), result
+            assert "name==version" in result["msg"] and repr(line)[:20] in result["msg"]
+            assert "nothing was installed or removed" in result["msg"]
+    assert tree(base_dir) == before
 
 
 @pytest.mark.parametrize("packages, words", [
@@ -97,13 +100,14 @@ def test_a_recorded_set_with_a_line_that_is_not_name_and_version_is_refused(line
     (["pip==24.0", "numpy==2.0.0"], "no sglang"),
     (["sglang==0.5.23", "SGLang==0.5.22"], "twice"),
 ])
-def test_a_recorded_set_that_is_empty_or_lacks_sglang_is_refused(packages, words, real_venv):
-    before = venv_set(real_venv)
+def test_a_recorded_set_that_is_empty_or_lacks_sglang_is_refused(packages, words, base_dir):
+    before = tree(base_dir)
     for check_mode in (True, False):
-        result, _ = main_of("sglang_venv_packages", {
-            "venv": str(real_venv), "state": "restore", "packages": packages}, check_mode)
+        result, _ = main_of("sglang_env", {
+            "base_dir": str(base_dir), "env": "0123456789abcdef", "python": sys.executable,
+            "packages": packages, "installer": "pip"}, check_mode)
         assert result.get("failed") and words in result["msg"], result
-    assert venv_set(real_venv) == before
+    assert tree(base_dir) == before
 
 
 @settings(max_examples=60, deadline=None)

@@ -253,10 +253,17 @@ def test_smoke_measures_each_concurrency_level(standin):
     assert result["model"] == "m"
 
 
-def test_venv_packages_reads_the_set(small_venv):
-    result, code = run("sglang_venv_packages", {"venv": str(small_venv)})
-    assert code == 0 and result["venv_exists"], result
-    assert "demo-pkg==1.2" in result["packages"]
+def test_env_names_the_env_it_would_build_and_builds_nothing_in_check_mode(tmp_path):
+    args = {"base_dir": str(tmp_path), "python": sys.executable, "installer": "pip",
+            "requirements": ["sglang==0.5.23", "sglang-standin==0.1.0"], "no_deps": True}
+    result, code = run("sglang_env", args, check_mode=True)
+    assert code == 0 and result["built"] and result["changed"], result
+    assert result["path"] == str(tmp_path / "envs" / result["id"]) and len(result["id"]) == 16
+    assert not (tmp_path / "envs").exists()
+    again, _ = run("sglang_env", args, check_mode=True)
+    assert again["id"] == result["id"]
+    other, _ = run("sglang_env", dict(args, requirements=["sglang==0.5.15"]), check_mode=True)
+    assert other["id"] != result["id"]
 
 
 class Router(BaseHTTPRequestHandler):

@@ -324,3 +324,120 @@ def test_drift_that_cannot_be_re_rendered_is_refused_with_the_list(tmp_path):
         _manifest_path(tmp_path, served).read_text())["files"], "extra.sh": "0" * 64})
     with pytest.raises(rel.ReleaseError, match=r"changed in place .*extra.sh \(missing\)"):
         rel.prepare(str(tmp_path), "20261201T000000Z", files(), META)
+
+
+# --- envs: a release names its env; activation switches the ml-env link; cleanup ---------------
+
+def make_env(base, env, dist="sglang-0.5.23"):
+    """A built env as sglang_env leaves it: a dist-info RECORD and the marker, written last."""
+    from ansible_collections.sglang.deploy.plugins.module_utils import sglang_envs as envs
+    path = base / "envs" / env
+    record = path / "lib" / "python3.11" / "site-packages" / f"{dist}.dist-info" / "RECORD"
+    record.parent.mkdir(parents=True)
+    record.write_text(f"{dist}.dist-info/METADATA,,\n")
+    digest = envs.digest(str(path))
+    (path / ".sglang-env.json").write_text(json.dumps({"id": env, "digest": digest}))
+    return path, digest
+
+
+ENV_A, ENV_B, ENV_C = "aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb", "cccccccccccccccc"
+
+
+def with_env(base, env, config):
+    prepared = rel.prepare(str(base), STAMP, files(config), META)
+    _, digest = make_env(base, env) if not (base / "envs" / env).exists() else (None, None)
+    digest = digest or json.loads((base / "envs" / env / ".sglang-env.json").read_text())["digest"]
+    rel.packages(str(base), prepared["release"], ["sglang==0.5.23"],
+                 env={"env": env, "env_digest": digest})
+    return prepared["release"]
+
+
+def test_activation_points_the_ml_env_link_at_the_release_env(tmp_path):
+    link = tmp_path / "ml-env"
+    one = with_env(tmp_path, ENV_A, "a: 1\n")
+    out = rel.activate(str(tmp_path), one, env_link=str(link))
+    assert out["changed"] and out["env_linked"] is None
+    assert os.readlink(link) == str(tmp_path / "envs" / ENV_A)
+    two = with_env(tmp_path, ENV_B, "a: 2\n")
+    out = rel.activate(str(tmp_path), two, env_link=str(link))
+    assert out["env_linked"] == ENV_A and os.readlink(link) == str(tmp_path / "envs" / ENV_B)
+    assert rel.info(str(tmp_path))["releases"][0]["env_ready"]
+    # Back: a switch, nothing else.
+    out = rel.activate(str(tmp_path), one, env_link=str(link))
+    assert out["changed"] and os.readlink(link) == str(tmp_path / "envs" / ENV_A)
+    assert not rel.activate(str(tmp_path), one, env_link=str(link))["changed"]
+
+
+def test_a_link_drifted_alone_is_switched_back_without_touching_current(tmp_path):
+    link = tmp_path / "ml-env"
+    one = with_env(tmp_path, ENV_A, "a: 1\n")
+    rel.activate(str(tmp_path), one, env_link=str(link))
+    manifest = rel.read_manifest(str(tmp_path), one)
+    make_env(tmp_path, ENV_B)
+    link.unlink()
+    link.symlink_to(tmp_path / "envs" / ENV_B)
+    out = rel.activate(str(tmp_path), one, env_link=str(link))
+    assert out["changed"] and out["env_linked"] == ENV_B
+    assert os.readlink(link) == str(tmp_path / "envs" / ENV_A)
+    assert rel.read_manifest(str(tmp_path), one)["activated"] == manifest["activated"]
+
+
+def test_a_real_directory_at_the_link_is_refused_before_anything_changes(tmp_path):
+    link = tmp_path / "ml-env"
+    (link / "bin").mkdir(parents=True)
+    (link / "bin" / "python").write_text("hand-made")
+    one = with_env(tmp_path, ENV_A, "a: 1\n")
+    with pytest.raises(Exception, match="real directory.*left as it is.*mv "):
+        rel.activate(str(tmp_path), one, env_link=str(link))
+    assert rel.read_current(str(tmp_path)) is None
+    assert (link / "bin" / "python").read_text() == "hand-made"
+
+
+def test_a_changed_or_missing_env_is_refused_before_anything_changes(tmp_path):
+    link = tmp_path / "ml-env"
+    one = with_env(tmp_path, ENV_A, "a: 1\n")
+    rel.activate(str(tmp_path), one, env_link=str(link))
+    two = with_env(tmp_path, ENV_B, "a: 2\n")
+    # Something installed into env B by hand: its RECORDs change, so does its digest.
+    extra = tmp_path / "envs" / ENV_B / "lib" / "python3.11" / "site-packages" / "x-1.dist-info"
+    extra.mkdir()
+    (extra / "RECORD").write_text("x\n")
+    with pytest.raises(rel.ReleaseError, match=f"env {ENV_B} .*changed since it was built"):
+        rel.activate(str(tmp_path), two, env_link=str(link))
+    (extra / "RECORD").unlink()
+    extra.rmdir()
+    import shutil
+    shutil.rmtree(tmp_path / "envs" / ENV_B)
+    with pytest.raises(rel.ReleaseError, match="not built"):
+        rel.activate(str(tmp_path), two, env_link=str(link))
+    assert rel.read_current(str(tmp_path)) == one
+    assert os.readlink(link) == str(tmp_path / "envs" / ENV_A)
+    assert not rel.info(str(tmp_path))["releases"][1]["env_ready"]
+
+
+def test_cleanup_removes_the_envs_no_kept_release_names(tmp_path):
+    link = tmp_path / "ml-env"
+    one = with_env(tmp_path, ENV_A, "a: 1\n")
+    rel.activate(str(tmp_path), one, env_link=str(link))
+    rel.mark(str(tmp_path), one, "good")
+    two = with_env(tmp_path, ENV_B, "a: 2\n")
+    rel.activate(str(tmp_path), two, env_link=str(link))
+    rel.mark(str(tmp_path), two, "good")
+    make_env(tmp_path, ENV_C)  # named by no release (a build of a deploy that was refused...)
+    planned = rel.cleanup(str(tmp_path), 5, 3, check_mode=True, env_link=str(link))
+    assert planned["removed_envs"] == [ENV_C] and (tmp_path / "envs" / ENV_C).exists()
+    done = rel.cleanup(str(tmp_path), 0, 0, env_link=str(link))
+    # keep_good 0: still current (B) and the rollback target (A) stay, with their envs.
+    assert done["removed"] == [] and done["removed_envs"] == [ENV_C]
+    assert sorted(os.listdir(tmp_path / "envs")) == [ENV_A, ENV_B]
+    assert done["envs_disk_bytes"] > 0
+
+
+def test_the_env_recorded_with_the_package_set(tmp_path):
+    one = with_env(tmp_path, ENV_A, "a: 1\n")
+    manifest = rel.read_manifest(str(tmp_path), one)
+    assert manifest["env"] == ENV_A and manifest["env_digest"].startswith("sha256:")
+    read = rel.packages(str(tmp_path), one)
+    assert read["packages"] == ["sglang==0.5.23"] and read["verified"]
+    with pytest.raises(rel.ReleaseError, match="may not set"):
+        rel.mark(str(tmp_path), one, "good", results={"env": "x"})

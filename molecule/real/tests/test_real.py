@@ -198,9 +198,17 @@ def test_the_release_records_the_ml_envs_whole_package_set(host):
     assert sorted(lines) == sorted(now)
 
 
+def env_digest(host):
+    """The serving env (the ml-env link's target) and a digest of its dist-infos' RECORDs."""
+    return host.check_output(
+        f"readlink {VENV}; cat {VENV}/lib/python3.11/site-packages/*.dist-info/RECORD | sha256sum")
+
+
 def test_a_refused_deploy_leaves_the_ml_env_as_it_was(host):
-    # The install adds a package (uv, from the same wheelhouse), then preflight refuses an
-    # argument 0.5.23 does not know: the set read before the install is put back.
+    # A new package set (uv added, from the same wheelhouse) makes a new env beside the serving
+    # one, then preflight refuses an argument 0.5.23 does not know: the serving env was never
+    # touched, the link never moved.
+    digest = env_digest(host)
     before = in_host([f"{VENV}/bin/python", "-m", "pip", "freeze", "--all"]).splitlines()
     out = play("deploy.yml", {"sglang_pip_extra_packages": ["uv==0.13.9"],
                               "sglang_server_args": {"cuda-graph-max-bs": 8}})
@@ -210,6 +218,8 @@ def test_a_refused_deploy_leaves_the_ml_env_as_it_was(host):
     print(f"\npip freeze --all before the refused deploy: {len(before)} packages, after: "
           f"{len(after)}, identical: {after == before}")
     assert after == before
+    print(f"serving env and its digest before: {digest!r}, after: {env_digest(host)!r}")
+    assert env_digest(host) == digest
     refused = sorted(host.check_output(f"ls -1 {BASE}/releases").split())[-1]
     assert "uv==0.13.9" in host.check_output(f"cat {BASE}/releases/{refused}/packages.txt")
 

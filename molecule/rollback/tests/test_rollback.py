@@ -95,20 +95,25 @@ def failures(host, release_a):
 
 @pytest.fixture(scope="module")
 def release_e_then_rollback(host, release_a, failures):
-    """A good release E, a rollback to A in check mode, the ml-env drifting, the rollback."""
+    """A good release E, a rollback to A in check mode, the env changed by hand: the rollback
+    refused, then asked to build it again."""
     seen = {"deploy": play("deploy.yml", {"sglang_env": {**KNOBS, "SGLANG_STANDIN_TTFT_MS": "240"}})}
     e = seen["e"] = current(host)
     seen["e_manifest"] = manifest(host, e)
     seen["check"] = play("playbooks/rollback.yml", {"sglang_rollback_to": release_a["id"]},
                          check=True, diff=True)
     seen["current_after_check"] = current(host)
-    # The ml-env drifts while E serves (a package removed by hand): the rollback puts back
-    # A's whole recorded set (packages.txt), not only its sglang version.
+    # A package removed by hand from the env (A and E share it: the same package set) while E
+    # serves: its digest changes, so the rollback names it and switches nothing; asked to,
+    # it builds A's env again from A's record (packages.txt), the removed package included.
     seen["recorded"] = host.check_output(
         f"cat {BASE}/releases/{release_a['id']}/packages.txt").splitlines()[1:]
     host.run_expect([0], f"{VENV}/bin/python -m pip uninstall -y -q pyyaml")
     seen["before"] = freeze(host)
-    seen["rollback"] = play("playbooks/rollback.yml", {"sglang_rollback_to": release_a["id"]})
+    seen["refused"] = play("playbooks/rollback.yml", {"sglang_rollback_to": release_a["id"]})
+    seen["current_after_refusal"] = current(host)
+    seen["rollback"] = play("playbooks/rollback.yml", {"sglang_rollback_to": release_a["id"],
+                                                       "sglang_env_rebuild": True})
     seen["after"] = freeze(host)
     seen["installed"] = installed(host)
     seen["current"], seen["serves"] = current(host), serves(host)
@@ -162,7 +167,7 @@ def kept(host, held_lock):
 def fresh_service(host, kept, release_a):
     """A second service on the same host, whose very first release refuses to start."""
     fresh = {"sglang_base_dir": "/opt/sglang-fresh", "sglang_service_name": "sglang-fresh",
-             "sglang_port": 30001,
+             "sglang_port": 30001, "sglang_venv": "/opt/ml-env-fresh",
              "sglang_env": {**KNOBS, "SGLANG_STANDIN_REFUSE_FLAG": "enable-metrics"}}
     out = play("deploy.yml", fresh)
     return {"out": out, "fresh_running": host.service("sglang-fresh").is_running,
@@ -184,10 +189,12 @@ def test_a_failure_after_activation_restores_a(release_a, failures, case):
     out = seen["out"]
     assert out["status"] == "failed", case
     assert out["failed_task"] == "Fail with what happened"
-    match = re.search(r"Rolled back: (\S+) \(sglang 0\.5\.23\) serves again, ([0-9.]+) s after",
-                      out["msg"])
+    match = re.search(r"Rolled back: (\S+) \(sglang 0\.5\.23, env ([0-9a-f]{16})\) serves again, "
+                      r"([0-9.]+) s after", out["msg"])
     assert match and match.group(1) == release_a["id"], out["msg"]
-    print(f"\n{case}: previous release serving again {match.group(2)} s after the failure")
+    # A switch: the env A was built with, never rebuilt nor reinstalled.
+    assert match.group(2) == release_a["manifest"]["env"]
+    print(f"\n{case}: previous release serving again {match.group(3)} s after the failure")
     assert step in out["msg"] and why in out["msg"]
     assert seen["current"] == release_a["id"]
     assert seen["serves"]
@@ -212,7 +219,12 @@ def test_a_good_release_e_then_rollback_by_hand_to_a(release_a, release_e_then_r
                for d in (ds if isinstance(ds, list) else [ds]))
     assert seen["current_after_check"] == seen["e"]  # check mode changed nothing
 
-    # The rollback put back A's whole recorded set, the package removed by hand included.
+    # The changed env was named and nothing switched; asked to, the rollback built A's env
+    # again from its whole recorded set, the package removed by hand included.
+    refused = seen["refused"]
+    assert refused["status"] == "failed" and "changed since it was built" in refused["msg"]
+    assert release_a["manifest"]["env"] in refused["msg"] and "sglang_env_rebuild" in refused["msg"]
+    assert seen["current_after_refusal"] == seen["e"]
     assert any(line.lower().startswith("pyyaml==") for line in seen["recorded"])
     assert seen["rollback"]["status"] == "successful", seen["rollback"]["msg"]
     print(f"\npip freeze before the rollback: {seen['before']}\npip freeze after: {seen['after']}")

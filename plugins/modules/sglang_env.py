@@ -1,0 +1,258 @@
+#!/usr/bin/python
+# Copyright: sglang-deploy contributors
+# SPDX-License-Identifier: Apache-2.0
+"""Immutable ml-envs: build one per package set, or check the one that is there."""
+
+DOCUMENTATION = r"""
+module: sglang_env
+short_description: Build or check the immutable ml-env of a package set under a base directory
+description:
+  - An env is a virtual environment C(<base_dir>/envs/<id>/) built once for one package set and
+    never changed afterwards. Its id is the first 16 hex digits of the sha256 of what defines
+    it (the Python, the requirements, the install options), so the same inputs name the same
+    env on every run and every host.
+  - C(state=present) builds the env when it does not exist (a directory without the marker, a
+    build cut short, is removed and built again) and checks it when it does; the marker
+    C(.sglang-env.json), written last, records the digest (sha256 over the dist-infos' RECORD
+    files) and the package set. An env whose digest changed since it was built is refused,
+    named, unless C(rebuild=true). With C(packages) (a release's recorded set, C(name==version)
+    lines only, checked by the one package line validator) and C(env), the env of that release
+    is built again from its record with C(--no-deps).
+  - uv links the files from its cache (C(<base_dir>/envs/.uv-cache), on the envs' filesystem)
+    into each env, so a second env of nearly the same set costs little disk; pip copies.
+  - M(sglang.deploy.sglang_release) switches the ml-env link (C(sglang_venv)) to a release's env
+    with C(current), and removes the envs no release names.
+options:
+  base_dir:
+    description: Directory that holds C(envs/) (the releases' base directory).
+    type: path
+    required: true
+  python:
+    description: The Python the env is made from.
+    type: str
+    default: python3
+  requirements:
+    description:
+      - Requirements to install, the SGLang pin first, then the extra packages.
+    type: list
+    elements: str
+    default: []
+  packages:
+    description:
+      - A release's recorded package set to build the env from (C(name==version) lines, sglang
+        among them; no option, path or URL), with C(env). Installed with C(--no-deps).
+    type: list
+    elements: str
+  env:
+    description:
+      - With C(packages), the id the release names (computed from the set when omitted, for a
+        release made before envs). With C(requirements), the id the deploy planned
+        (M(sglang.deploy.sglang_host_prereqs)), checked against the one the inputs define.
+    type: str
+  no_deps:
+    description: Install the SGLang pin (the first requirement) with C(--no-deps); the extra
+      packages are installed with their dependencies.
+    type: bool
+    default: false
+  options:
+    description: Install options (C(--no-index --find-links DIR), an index); part of the id.
+    type: list
+    elements: str
+    default: []
+  installer:
+    description: uv (files linked from its cache) or pip.
+    type: str
+    choices: [uv, pip]
+    default: uv
+  uv:
+    description: Path of the uv binary (installer=uv).
+    type: path
+    default: uv
+  rebuild:
+    description: Build again an env whose digest no longer matches its marker.
+    type: bool
+    default: false
+  timeout:
+    description: Seconds each installer command may take.
+    type: int
+    default: 3600
+notes:
+  - Not a builtin because there is no equivalent; M(ansible.builtin.pip) installs into a venv in
+    place, which is what these envs replace (a rollback switches to an env that was never
+    touched instead of repairing one).
+author:
+  - sglang-deploy maintainers (@sglang-deploy)
+"""
+
+EXAMPLES = r"""
+- name: Build (or reuse) the env of the pinned set
+  sglang.deploy.sglang_env:
+    base_dir: /opt/sglang
+    python: python3.11
+    requirements: [sglang==0.5.23]
+  register: env
+"""
+
+RETURN = r"""
+id:
+  description: The env's id.
+  type: str
+  returned: always
+path:
+  description: The env's directory.
+  type: str
+  returned: always
+digest:
+  description: sha256 over the env's dist-info RECORD files (null when it would be built).
+  type: str
+  returned: always
+built:
+  description: Whether this task built the env (would build, in check mode).
+  type: bool
+  returned: always
+packages:
+  description: The env's package set, sorted C(name==version) lines.
+  type: list
+  returned: always
+"""
+
+import datetime
+import json
+import os
+import shutil
+import subprocess
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_envs import (
+    MARKER, EnvError, check, digest, env_id, env_path, envs_dir, python_identity, spec_of)
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import write_atomic
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_packages import (
+    PackageSetError, package_lines)
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_pip import installed
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import text_of
+
+UV_CACHE = ".uv-cache"
+
+
+def _run(argv, timeout, env=None):
+    try:
+        proc = subprocess.run(argv, capture_output=True, check=False, timeout=timeout,
+                              env=env, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise EnvError(f"{' '.join(argv[:4])} ... did not finish within {timeout} s") from None
+    except OSError as exc:
+        raise EnvError(f"{' '.join(argv[:4])} ... could not run: {exc}") from None
+    if proc.returncode != 0:
+        raise EnvError(f"{' '.join(argv[:4])} ... failed: "
+                       f"{(text_of(proc.stderr) or text_of(proc.stdout)).strip()[-1500:]}")
+    return text_of(proc.stdout)
+
+
+def install_commands(path, installer, uv, options, items, no_deps=()):
+    """The installer's commands: `no_deps` (a subset of `items`) installed with --no-deps, then
+    the rest with their dependencies. uv links from its cache; pip copies."""
+    python = os.path.join(path, "bin", "python")
+    if installer == "uv":
+        base = [uv, "pip", "install", "--python", python, "--link-mode", "hardlink", *options]
+    else:
+        base = [python, "-m", "pip", "--disable-pip-version-check", "install", *options]
+    alone = [i for i in items if i in no_deps]
+    rest = [i for i in items if i not in no_deps]
+    return ([[*base, "--no-deps", *alone]] if alone else []) + ([[*base, *rest]] if rest else [])
+
+
+def build(base_dir, env, python, items, options, no_deps=(), installer="uv", uv="uv",
+          timeout=3600, record=None, run=None):
+    """Make envs/<env>: venv, install, marker last. A failure leaves no env behind."""
+    run = run or _run
+    path = env_path(base_dir, env)
+    os.makedirs(envs_dir(base_dir), mode=0o755, exist_ok=True)
+    if os.path.lexists(path):
+        shutil.rmtree(path)
+    child = dict(os.environ, UV_CACHE_DIR=os.path.join(envs_dir(base_dir), UV_CACHE))
+    try:
+        run([python, "-m", "venv", path], timeout)
+        for argv in install_commands(path, installer, uv, options, items, no_deps):
+            run(argv, timeout, child)
+        packages = installed(path)[1]
+        marker = {"id": env, "digest": digest(path), "packages": packages,
+                  "built": datetime.datetime.now(datetime.timezone.utc).strftime(
+                      "%Y-%m-%dT%H:%M:%SZ"),
+                  "installer": installer, **(record or {})}
+        write_atomic(os.path.join(path, MARKER), json.dumps(marker, indent=2, sort_keys=True)
+                     + "\n", 0o644)
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    return marker
+
+
+def present(p, check_mode=False, run=None):
+    """Build or reuse (and check) the env the inputs define."""
+    base_dir, options = p["base_dir"], list(p["options"])
+    python = shutil.which(p["python"]) or p["python"]
+    if p["packages"] is not None:
+        # Checked before anything else: a refused set makes nothing and removes nothing.
+        items = package_lines(p["packages"], "the recorded set to build the env from")
+        no_deps, record = items, {"from": "recorded set"}
+        env = p["env"] or env_id({"python": python_identity(python), "packages": sorted(items)})
+    else:
+        if not p["requirements"]:
+            raise EnvError("requirements (the SGLang pin, extra packages) or packages is needed")
+        items = list(p["requirements"])
+        no_deps = items[:1] if p["no_deps"] else []
+        env = env_id(spec_of(python_identity(python), items, options, p["no_deps"]))
+        if p["env"] and p["env"] != env:
+            raise EnvError(f"the env planned ({p['env']}) is not the env these inputs define "
+                           f"({env}): the Python or the install options changed during the run")
+        record = {"from": "requirements", "requirements": sorted(items)}
+    state = check(base_dir, env)
+    result = {"id": env, "path": state["path"], "built": False, "changed": False}
+    if state["complete"] and (state["intact"] or not p["rebuild"]):
+        if not state["intact"]:
+            raise EnvError(
+                f"env {env} ({state['path']}) changed since it was built: its digest is "
+                f"{state['digest']}, its marker says {state['marker']['digest']} (something was "
+                "installed or removed in it); refused. Deploy with sglang_env_rebuild=true to "
+                "build it again")
+        return dict(result, digest=state["digest"], packages=state["marker"].get("packages", []))
+    result.update(built=True, changed=True, digest=None, packages=[])
+    if check_mode:
+        return result
+    marker = build(base_dir, env, python, items, options, no_deps, p["installer"], p["uv"],
+                   p["timeout"], record, run)
+    return dict(result, digest=marker["digest"], packages=marker["packages"])
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "base_dir": {"type": "path", "required": True},
+            "python": {"type": "str", "default": "python3"},
+            "requirements": {"type": "list", "elements": "str", "default": []},
+            "packages": {"type": "list", "elements": "str"},
+            "env": {"type": "str"},
+            "no_deps": {"type": "bool", "default": False},
+            "options": {"type": "list", "elements": "str", "default": []},
+            "installer": {"type": "str", "choices": ["uv", "pip"], "default": "uv"},
+            "uv": {"type": "path", "default": "uv"},
+            "rebuild": {"type": "bool", "default": False},
+            "timeout": {"type": "int", "default": 3600},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        result = present(p, module.check_mode)
+    except PackageSetError as exc:
+        module.fail_json(msg=f"{exc}; nothing was installed or removed")
+    except (EnvError, RuntimeError) as exc:
+        module.fail_json(msg=str(exc))
+    except OSError as exc:
+        module.fail_json(msg=f"{exc}: sglang_base_dir ({p['base_dir']}) must be a writable "
+                             "directory with free space")
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

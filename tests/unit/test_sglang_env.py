@@ -1,0 +1,180 @@
+"""Immutable ml-envs (sglang_env): built once per package set, checked, switched, cleaned.
+
+Real venvs, real uv and pip, offline: the packages are tiny wheels made here, installed with
+--no-index from a local directory.
+"""
+
+import base64
+import hashlib
+import os
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from support import load_module
+
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_envs as envs
+
+envmod = load_module("sglang_env")
+UV = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
+
+
+def _wheel(directory, name, version, payload=b"x = 1\n"):
+    """A minimal, valid pure-Python wheel `name==version`."""
+    dist = f"{name}-{version}.dist-info"
+    files = {f"{name}/__init__.py": payload,
+             f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+             f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = "".join(
+        f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}\n"
+        for path, data in files.items()) + f"{dist}/RECORD,,\n"
+    path = Path(directory) / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, data in files.items():
+            archive.writestr(member, data)
+        archive.writestr(f"{dist}/RECORD", record)
+    return path
+
+
+@pytest.fixture(name="wheels")
+def _wheels(tmp_path):
+    directory = tmp_path / "wheels"
+    directory.mkdir()
+    _wheel(directory, "sglang", "0.5.23", b"x = 1\n" * 20000)
+    _wheel(directory, "sglang", "0.5.15")
+    _wheel(directory, "extra", "1.0")
+    return directory
+
+
+def _params(base, wheels, **kw):
+    return {"base_dir": str(base), "python": sys.executable, "requirements": ["sglang==0.5.23"],
+            "packages": None, "env": None, "no_deps": True, "installer": "uv", "uv": UV,
+            "rebuild": False, "timeout": 300,
+            "options": ["--no-index", "--find-links", str(wheels), "--offline"], **kw}
+
+
+def test_the_id_is_what_defines_the_set():
+    spec = envs.spec_of("3.11.2 /usr/bin/python3.11", ["sglang==0.5.23"], [], False)
+    same = envs.spec_of("3.11.2 /usr/bin/python3.11", ["sglang==0.5.23"], [], False)
+    assert envs.env_id(spec) == envs.env_id(same)
+    for other in (envs.spec_of("3.12.1 /usr/bin/python3.12", ["sglang==0.5.23"], [], False),
+                  envs.spec_of("3.11.2 /usr/bin/python3.11", ["sglang==0.5.15"], [], False),
+                  envs.spec_of("3.11.2 /usr/bin/python3.11", ["sglang==0.5.23", "extra==1.0"],
+                                 [], False),
+                  envs.spec_of("3.11.2 /usr/bin/python3.11", ["sglang==0.5.23"],
+                                 ["--index-url", "https://mirror"], False)):
+        assert envs.env_id(other) != envs.env_id(spec)
+    # The order the requirements come in does not make another env.
+    assert envs.env_id(envs.spec_of("p", ["b==1", "a==1"], [], False)) == \
+        envs.env_id(envs.spec_of("p", ["a==1", "b==1"], [], False))
+
+
+def test_built_once_then_reused_and_a_changed_env_is_refused(tmp_path, wheels):
+    base = tmp_path / "base"
+    first = envmod.present(_params(base, wheels))
+    assert first["built"] and first["changed"]
+    assert "sglang==0.5.23" in first["packages"]
+    path = Path(first["path"])
+    assert path.parent == base / "envs" and (path / "bin" / "python").exists()
+    marker = envs.read_marker(str(path))
+    assert marker["digest"] == first["digest"] and marker["requirements"] == ["sglang==0.5.23"]
+
+    again = envmod.present(_params(base, wheels))
+    assert not again["built"] and not again["changed"] and again["id"] == first["id"]
+    assert again["digest"] == first["digest"]
+
+    # Someone installs into the env by hand: the digest moves, the env is named and refused.
+    envmod._run([UV, "pip", "install", "--python", str(path / "bin" / "python"), "--no-index",
+                 "--find-links", str(wheels), "--offline", "extra==1.0"], 120)
+    with pytest.raises(envmod.EnvError, match=f"env {first['id']} .* changed since it was built"):
+        envmod.present(_params(base, wheels))
+    with pytest.raises(envmod.EnvError, match="not the env these inputs define"):
+        envmod.present(_params(base, wheels, env="0123456789abcdef"))
+    rebuilt = envmod.present(_params(base, wheels, rebuild=True, env=first["id"]))
+    assert rebuilt["built"] and not any(p.startswith("extra==") for p in rebuilt["packages"])
+
+
+def test_check_mode_says_it_would_build_and_builds_nothing(tmp_path, wheels):
+    result = envmod.present(_params(tmp_path / "base", wheels), check_mode=True)
+    assert result["built"] and result["changed"]
+    assert not (tmp_path / "base" / "envs" / result["id"]).exists()
+
+
+def test_a_failed_build_leaves_no_env(tmp_path, wheels):
+    params = _params(tmp_path / "base", wheels, requirements=["sglang==9.9.9"])
+    with pytest.raises(envmod.EnvError, match="failed"):
+        envmod.present(params)
+    assert envs.listing(str(tmp_path / "base")) == []
+
+
+def test_a_build_cut_short_is_built_again(tmp_path, wheels):
+    base = tmp_path / "base"
+    env = envmod.present(_params(base, wheels), check_mode=True)["id"]
+    (base / "envs" / env / "bin").mkdir(parents=True)  # no marker: a build that died
+    result = envmod.present(_params(base, wheels))
+    assert result["built"] and result["id"] == env and envs.read_marker(result["path"])
+
+
+@pytest.mark.parametrize("hostile", [
+    ["sglang==0.5.23", "--index-url=https://evil.example/simple"],
+    ["sglang==0.5.23", "/tmp/evil-src"],
+    ["sglang==0.5.23", "evil @ https://evil.example/evil.whl"],
+    [],
+    ["# only a comment"],
+    ["torch==2.13.0"],
+])
+def test_a_hostile_recorded_set_is_refused_before_anything_is_made(tmp_path, wheels, hostile):
+    base = tmp_path / "base"
+    params = _params(base, wheels, requirements=[], packages=hostile, env="0123456789abcdef")
+    with pytest.raises(envmod.PackageSetError):
+        envmod.present(params)
+    with pytest.raises(envmod.PackageSetError):  # a release made before envs names none
+        envmod.present(dict(params, env=None))
+    assert not (base / "envs").exists()
+
+
+def test_a_release_env_is_built_again_from_its_recorded_set(tmp_path, wheels):
+    base = tmp_path / "base"
+    result = envmod.present(_params(base, wheels, requirements=[], env="0123456789abcdef",
+                                    packages=["# recorded", "sglang==0.5.15", "extra==1.0"]))
+    assert result["id"] == "0123456789abcdef" and result["built"]
+    assert {"sglang==0.5.15", "extra==1.0"} <= set(result["packages"])
+    assert envs.read_marker(result["path"])["from"] == "recorded set"
+
+
+def test_uv_links_from_its_cache_so_a_second_env_costs_little(tmp_path, wheels):
+    base = tmp_path / "base"
+    one = envmod.present(_params(base, wheels))
+    alone = envs.disk_usage([one["path"]])
+    two = envmod.present(_params(base, wheels, requirements=["sglang==0.5.23", "extra==1.0"]))
+    both = envs.disk_usage([one["path"], two["path"]])
+    module = next(Path(one["path"]).glob("lib/python*/site-packages/sglang/__init__.py"))
+    twin = next(Path(two["path"]).glob("lib/python*/site-packages/sglang/__init__.py"))
+    assert module.stat().st_ino == twin.stat().st_ino  # the same file, linked from uv's cache
+    assert both < 2 * alone
+
+
+def test_no_deps_is_for_the_pin_alone():
+    commands = envmod.install_commands("/e", "uv", "/uv", ["--no-index"],
+                                       ["sglang==0.5.23", "standin==0.1"], ["sglang==0.5.23"])
+    assert commands == [
+        ["/uv", "pip", "install", "--python", "/e/bin/python", "--link-mode", "hardlink",
+         "--no-index", "--no-deps", "sglang==0.5.23"],
+        ["/uv", "pip", "install", "--python", "/e/bin/python", "--link-mode", "hardlink",
+         "--no-index", "standin==0.1"]]
+    assert envmod.install_commands("/e", "pip", "/uv", [], ["a==1"]) == [
+        ["/e/bin/python", "-m", "pip", "--disable-pip-version-check", "install", "a==1"]]
+
+
+def test_disk_usage_counts_a_hardlinked_file_once(tmp_path):
+    tree = tmp_path / "a"
+    tree.mkdir()
+    (tree / "big").write_bytes(b"\0" * 1_000_000)
+    other = tmp_path / "b"
+    other.mkdir()
+    os.link(tree / "big", other / "big")
+    one = envs.disk_usage([str(tree)])
+    assert one >= 1_000_000
+    assert envs.disk_usage([str(tree), str(other)]) == one
