@@ -248,8 +248,9 @@ def main():
         module.fail_json(msg=f"{exc}; nothing was installed or removed")
     except (EnvError, RuntimeError) as exc:
         module.fail_json(msg=str(exc))
-    except OSError as exc:
-        module.fail_json(msg=f"{exc}: sglang_base_dir ({p['base_dir']}) must be a writable "
+    except (OSError, ValueError) as exc:
+        # ValueError: a NUL byte in a path.
+        module.fail_json(msg=f"{exc}: sglang_base_dir ({p['base_dir']!r}) must be a writable "
                              "directory with free space")
     module.exit_json(**result)
 
