@@ -127,7 +127,7 @@ from ansible_collections.sglang.deploy.plugins.module_utils.sglang_envs import (
     MARKER, EnvError, check, digest, env_id, env_path, envs_dir, python_identity, spec_of)
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import write_atomic
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_packages import (
-    PackageSetError, package_lines)
+    PackageSetError, canonical, package_lines)
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_pip import installed
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import text_of
 
@@ -161,17 +161,32 @@ def install_commands(path, installer, uv, options, items, no_deps=()):
     return ([[*base, "--no-deps", *alone]] if alone else []) + ([[*base, *rest]] if rest else [])
 
 
+def missing(items, present):
+    """The `name==version` items that the lines `present` do not already hold (pip and
+    setuptools that `python -m venv` put in a fresh env: no index needed for them)."""
+    have = {(canonical(line.split("==")[0]), line.split("==", 1)[1]) for line in present}
+    return [i for i in items if (canonical(i.split("==")[0]), i.split("==", 1)[-1]) not in have]
+
+
 def build(base_dir, env, python, items, options, no_deps=(), installer="uv", uv="uv",
-          timeout=3600, record=None, run=None):
-    """Make envs/<env>: venv, install, marker last. A failure leaves no env behind."""
+          timeout=3600, record=None, run=None, only_missing=False):
+    """Make envs/<env>: venv, install, marker last.
+
+    An env already there (cut short, or changed and rebuilt on request: it may be the one that
+    serves) is moved aside first and put back if the build fails; a failure leaves no new env
+    behind. `only_missing`: install only what the fresh venv lacks (a recorded set)."""
     run = run or _run
     path = env_path(base_dir, env)
     os.makedirs(envs_dir(base_dir), mode=0o755, exist_ok=True)
+    aside = f"{path}.replaced-{os.getpid()}"
     if os.path.lexists(path):
-        shutil.rmtree(path)
+        os.rename(path, aside)
     child = dict(os.environ, UV_CACHE_DIR=os.path.join(envs_dir(base_dir), UV_CACHE))
     try:
         run([python, "-m", "venv", path], timeout)
+        if only_missing:
+            items = missing(items, installed(path)[1])
+            no_deps = items
         for argv in install_commands(path, installer, uv, options, items, no_deps):
             run(argv, timeout, child)
         packages = installed(path)[1]
@@ -183,7 +198,10 @@ def build(base_dir, env, python, items, options, no_deps=(), installer="uv", uv=
                      + "\n", 0o644)
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
+        if os.path.lexists(aside):
+            os.rename(aside, path)
         raise
+    shutil.rmtree(aside, ignore_errors=True)
     return marker
 
 
@@ -220,7 +238,7 @@ def present(p, check_mode=False, run=None):
     if check_mode:
         return result
     marker = build(base_dir, env, python, items, options, no_deps, p["installer"], p["uv"],
-                   p["timeout"], record, run)
+                   p["timeout"], record, run, only_missing=p["packages"] is not None)
     return dict(result, digest=marker["digest"], packages=marker["packages"])
 
 

@@ -144,6 +144,31 @@ def test_a_release_env_is_built_again_from_its_recorded_set(tmp_path, wheels):
     assert envs.read_marker(result["path"])["from"] == "recorded set"
 
 
+def test_a_recorded_set_needs_no_wheel_for_what_a_fresh_venv_already_holds(tmp_path, wheels):
+    base = tmp_path / "base"
+    first = envmod.present(_params(base, wheels))
+    recorded = first["packages"]  # pip (from ensurepip) among them: not in the wheelhouse
+    assert any(line.startswith("pip==") for line in recorded)
+    again = envmod.present(_params(base, wheels, requirements=[], packages=recorded,
+                                   env="0123456789abcdef"))
+    assert sorted(again["packages"]) == sorted(recorded)
+
+
+def test_a_failed_rebuild_puts_the_env_that_was_there_back(tmp_path, wheels):
+    base = tmp_path / "base"
+    first = envmod.present(_params(base, wheels))
+    path = Path(first["path"])
+    envmod._run([UV, "pip", "install", "--python", str(path / "bin" / "python"), "--no-index",
+                 "--find-links", str(wheels), "--offline", "extra==1.0"], 120)
+    changed = envs.digest(str(path))
+    with pytest.raises(envmod.EnvError, match="failed"):
+        envmod.present(_params(base, wheels, requirements=[], env=first["id"], rebuild=True,
+                               packages=["sglang==9.9.9"]))
+    # The env that was there (it may be the one that serves) is back as it was.
+    assert envs.digest(str(path)) == changed and envs.read_marker(str(path))
+    assert sorted(os.listdir(base / "envs")) == sorted([".uv-cache", first["id"]])
+
+
 def test_uv_links_from_its_cache_so_a_second_env_costs_little(tmp_path, wheels):
     base = tmp_path / "base"
     one = envmod.present(_params(base, wheels))
