@@ -12,7 +12,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import env_file_line
-from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_args import CONTROL, dashed, env_name, named, \
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_args import dashed, env_name, named, \
     not_owned, single_line
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_cache_env import unit_cache_env
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
@@ -307,7 +307,7 @@ def sglang_multinode(hosts, host, hostvars, port=50000, nccl_env=None):
         raise AnsibleFilterError("sglang_nccl_env must be a mapping of NCCL_*/GLOO_* variables")
     for name, value in nccl_env.items():
         named(name, NCCL_ENV, "sglang_nccl_env",
-               "an NCCL_*/GLOO_*/UCX_* variable; put other variables in sglang_env")
+              "an NCCL_*/GLOO_*/UCX_* variable; put other variables in sglang_env")
         single_line(value, f"sglang_nccl_env.{name}")
     env = {k: str(v) for k, v in nccl_env.items()}
     if len(hosts) < 2:

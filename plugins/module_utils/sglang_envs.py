@@ -210,4 +210,3 @@ def switch_link(link, path):
         except OSError:
             pass
         raise
-
