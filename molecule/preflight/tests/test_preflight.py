@@ -70,7 +70,7 @@ def test_preflight_refuses_and_the_serving_release_stays(host, name, extravars, 
     before = serving(host)
     status, task, msg = deploy(extravars)
     assert status == "failed", name
-    assert task == "Stop; the serving release was not touched"
+    assert task == "Stop; the serving release and its env were not touched"
     assert "Preflight refused release" in msg
     for fragment in expected:
         assert fragment in msg, (fragment, msg)
