@@ -25,6 +25,7 @@ import shutil
 import stat
 import subprocess
 
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import symlink_atomic
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import read_bytes
 
 ENVS = "envs"
@@ -196,17 +197,5 @@ def switch_link(link, path):
     if not os.path.isabs(path):
         raise EnvError(f"{path} is not absolute")
     link_target(link)
-    parent = os.path.dirname(link)
-    os.makedirs(parent, mode=0o755, exist_ok=True)
-    tmp = os.path.join(parent, f".{os.path.basename(link)}.{os.getpid()}")
-    try:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        os.symlink(path, tmp)
-        os.replace(tmp, link)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    os.makedirs(os.path.dirname(link), mode=0o755, exist_ok=True)
+    symlink_atomic(path, link)

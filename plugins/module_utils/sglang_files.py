@@ -31,6 +31,21 @@ def write_atomic(path, data, mode=None, prefix=None, move=None):
         raise
 
 
+def symlink_atomic(target, link):
+    """Point `link` at `target` in one rename: a symlink made beside it (a per-process name),
+    then moved over it; on any failure no temp link is left behind."""
+    tmp = os.path.join(os.path.dirname(link), f".{os.path.basename(link)}.{os.getpid()}")
+    try:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        os.symlink(target, tmp)
+        os.replace(tmp, link)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 @contextlib.contextmanager
 def flock_guard(path):
     """Hold an exclusive flock on `path` (created 0644 if missing, never through a symlink)

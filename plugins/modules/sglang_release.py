@@ -234,7 +234,6 @@ verified:
   returned: state is packages
 """
 
-import contextlib
 import datetime
 import hashlib
 import json
@@ -245,7 +244,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_envs as envs
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import flock_guard, write_atomic
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import flock_guard, symlink_atomic, write_atomic
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_packages import PackageSetError, package_lines
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import read_bytes
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import redact_env_text
@@ -569,16 +568,7 @@ def _point_current(base_dir, release, current):
     status = "good" if manifest.get("status") == "good" else "active"
     manifest = dict(manifest, status=status, activated=_now(), previous=current)
     _write_json_atomic(os.path.join(_path(base_dir, release), MANIFEST), manifest)
-    tmp_link = os.path.join(base_dir, f".current.{os.getpid()}")
-    try:
-        if os.path.lexists(tmp_link):
-            os.unlink(tmp_link)
-        os.symlink(os.path.join("releases", release), tmp_link)
-        os.replace(tmp_link, os.path.join(base_dir, "current"))
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_link)
-        raise
+    symlink_atomic(os.path.join("releases", release), os.path.join(base_dir, "current"))
     return manifest
 
 
