@@ -28,6 +28,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -649,6 +650,7 @@ def probe(request, out):
     report["stubbed"] = finder.stubbed
     report["log"] = log.records
     report["elapsed_s"] = round(time.monotonic() - started, 2)
+    shutil.rmtree(workdir, ignore_errors=True)  # the config text and the fake nvidia-smi
     out.write(json.dumps(report, default=repr))
     out.flush()
 

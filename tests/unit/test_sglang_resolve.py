@@ -268,3 +268,12 @@ def test_the_sandbox_runs_as_the_unit_would():
     assert "ReadWritePaths=-/opt/sglang/cache -/var/x" in props
     assert "ProtectSystem=strict" in props and "Environment=TRITON_HOME=/opt/sglang/cache" in props
     assert argv[-2:] == ["--", "/opt/ml-env/bin/python"]
+
+
+def test_the_probe_leaves_no_working_directory_behind(tmp_path):
+    venv, site, _ = fake_sglang(tmp_path, staged=False)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    out = run(venv, site, ARGS, env={"TMPDIR": str(scratch)})
+    assert out["ran"] and out["error"] is None, out
+    assert list(scratch.iterdir()) == []
