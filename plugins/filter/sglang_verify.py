@@ -103,19 +103,32 @@ def sglang_smoke_limits(min_decode_tok_s=None, max_ttft_ms=None, tolerance=0.10)
 
 
 def sglang_smoke_gate(smoke, min_decode_tok_s=None, max_ttft_ms=None, baseline=None,
-                      tolerance=0.10):
-    """{ok, failures, rows}: floors, failed requests and regression against the baseline."""
+                      tolerance=0.10, regressions="refuse"):
+    """{ok, failures, warnings, rows}: floors, failed requests and regression against the baseline.
+
+    `regressions` is what a regression beyond the tolerance does: `refuse` (a deploy: the
+    baseline is the release it replaces) or `warn` (a rollback: the baseline is the release's
+    own figures from when it was proven, and going back is not refused for being slower than
+    then, on a host that may be loaded; the floors still refuse)."""
     floor, ttft_cap, tolerance = sglang_smoke_limits(min_decode_tok_s, max_ttft_ms, tolerance)
+    if regressions not in ("refuse", "warn"):
+        raise AnsibleFilterError(f"sglang_smoke_gate: regressions is 'refuse' or 'warn', got "
+                                 f"{regressions!r}")
     levels = (smoke or {}).get("levels") or []
     if not levels:
         raise AnsibleFilterError("sglang_smoke_gate: the smoke test returned no levels")
     failures = [*_failed_requests(levels), *_below_floors(levels[0], floor, ttft_cap)]
-    rows = []
+    slower, rows = [], []
+    baseline_name = ("the previous good release" if regressions == "refuse"
+                     else "its own figures when it was proven")
     for lv in levels:
         base = _level(baseline, lv["concurrency"])
         rows.append({"concurrency": lv["concurrency"], "now": lv, "baseline": base})
-        failures += _regressions(lv, base, tolerance)
-    return {"ok": not failures, "failures": failures, "rows": rows}
+        slower += _regressions(lv, base, tolerance, baseline_name)
+    if regressions == "refuse":
+        failures += slower
+    return {"ok": not failures, "failures": failures,
+            "warnings": slower if regressions == "warn" else [], "rows": rows}
 
 
 def _failed_requests(levels):
@@ -137,8 +150,8 @@ def _below_floors(first, floor, ttft_cap):
     return failures
 
 
-def _regressions(lv, base, tolerance):
-    """One level against the same level of the previous good release."""
+def _regressions(lv, base, tolerance, baseline_name):
+    """One level against the same level of the baseline."""
     failures = []
     for key, better in (("decode_tok_s_per_user", "higher"), ("output_tok_s", "higher"),
                         ("ttft_ms_p50", "lower")):
@@ -149,8 +162,8 @@ def _regressions(lv, base, tolerance):
         worse = -change if better == "higher" else change
         if worse > tolerance:
             failures.append(
-                f"{key} at concurrency {lv['concurrency']}: {now} vs {then} in the previous "
-                f"good release ({change:+.1%}, tolerance {tolerance:.0%})")
+                f"{key} at concurrency {lv['concurrency']}: {now} vs {then} in "
+                f"{baseline_name} ({change:+.1%}, tolerance {tolerance:.0%})")
     return failures
 
 
@@ -252,6 +265,7 @@ def sglang_smoke_table(gate, ceiling=None):
                 f"measured {ceiling['measured_tok_s']} = {ceiling['fraction']:.0%} of it")
         else:
             lines.append(f"ceiling: unknown ({ceiling['reason']})")
+    lines += [f"warning: {warning}" for warning in gate.get("warnings") or []]
     lines.append("smoke: OK" if gate["ok"] else "smoke: FAILED: " + " | ".join(gate["failures"]))
     return lines
 

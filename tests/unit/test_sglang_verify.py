@@ -98,6 +98,19 @@ def test_gate_regression_against_the_baseline():
     assert v.sglang_smoke_gate(SMOKE, None, None, baseline, 0.20)["ok"]
 
 
+def test_a_rollback_is_warned_of_a_regression_but_still_held_to_the_floors():
+    baseline = {"levels": [dict(SMOKE["levels"][0], decode_tok_s_per_user=60.0)]}
+    out = v.sglang_smoke_gate(SMOKE, 45, None, baseline, 0.10, "warn")
+    assert out["ok"] and out["failures"] == []
+    assert out["warnings"] == ["decode_tok_s_per_user at concurrency 1: 50.0 vs 60.0 in its "
+                               "own figures when it was proven (-16.7%, tolerance 10%)"]
+    assert v.sglang_smoke_table(out)[-2:] == [f"warning: {out['warnings'][0]}", "smoke: OK"]
+    below = v.sglang_smoke_gate(SMOKE, 55, None, baseline, 0.10, "warn")
+    assert not below["ok"] and "below the floor of 55" in below["failures"][0]
+    with pytest.raises(AnsibleFilterError, match="regressions is 'refuse' or 'warn'"):
+        v.sglang_smoke_gate(SMOKE, None, None, baseline, 0.10, "ignore")
+
+
 @pytest.mark.parametrize("bad", [{"levels": []}, None])
 def test_gate_without_figures_is_an_error(bad):
     with pytest.raises(AnsibleFilterError, match="no levels"):
