@@ -52,8 +52,8 @@ def package_set(lines, source="the recorded set", recorded=True):
     """{canonical name: (line, version)} of a set; comment and blank lines skipped.
 
     Every line must be `name==version`; a distribution may appear once. A `recorded` set (a
-    release's, to be restored) must also hold packages, sglang among them: a set recorded
-    while the venv had no Python, or cut short, would uninstall everything, pip included.
+    release's, an env is built from it) must also hold packages, sglang among them: a set
+    recorded while the venv had no Python, or cut short, would build an env without SGLang.
     """
     if not isinstance(lines, (list, tuple)):
         raise PackageSetError(f"{source}: a list of name==version lines, got {type(lines).__name__}")
@@ -73,8 +73,8 @@ def package_set(lines, source="the recorded set", recorded=True):
                                   f"{line.strip()!r})")
         out[key] = (f"{name}=={version}", version)
     if recorded and not out:
-        raise PackageSetError(f"{source} holds no package line: restoring it would uninstall "
-                              "every package of the ml-env; refused")
+        raise PackageSetError(f"{source} holds no package line: no env can be built from it; "
+                              "refused")
     if recorded and REQUIRED not in out:
         raise PackageSetError(f"{source} holds no sglang line: not the set of a release; "
                               "refused")
