@@ -488,6 +488,23 @@ def _strict(rows):
     return rows
 
 
+# What a row's prediction says of its field in `resolved`.
+ROW_VALUES = {"on": True, "crash": True, "off": False, "unused": None}
+
+
+def _resolved(v, rows):
+    """One value per field: `resolved` says what the rows say. Where SGLang raised, nothing was
+    resolved (every field null); custom all-reduce is what the links leave of it (SGLang turns
+    it off at run time over more than two PCIe GPUs or without peer access)."""
+    if v.error:
+        return dict.fromkeys(v.view)
+    resolved = dict(v.view)
+    row = next((r for r in rows if r["name"] == "custom_all_reduce"), None)
+    if row is not None and row["predicted"] in ROW_VALUES:
+        resolved["custom_all_reduce"] = ROW_VALUES[row["predicted"]]
+    return resolved
+
+
 def _verdict(v, rows):
     """The filter's answer from the checks (`v`) and their rows."""
     failures = [r for r in rows if r["status"] == "fail"]
@@ -498,7 +515,7 @@ def _verdict(v, rows):
         "resolved_by": "sglang" if v.by_sglang else "source",
         "startup_error": ({k: error.get(k) for k in ("type", "message", "file", "line")}
                           if error else None),
-        "resolved": v.view,
+        "resolved": _resolved(v, rows),
         "changes": [{k: c.get(k) for k in CHANGE_KEYS}
                     for c in (v.resolution.get("changes") or []) if v.by_sglang],
         "rows": rows,

@@ -215,8 +215,15 @@ def test_no_peer_access_with_p2p_check_falls_back():
 
 def test_more_than_two_pcie_gpus_turn_custom_all_reduce_off():
     f = facts(topo="topo-4gpu-old-mlx-column.txt", p2p=None, gpus=4)
-    row = by_name(pf.sglang_preflight(f, {**ARGS, "tp-size": 4}))["custom_all_reduce"]
+    verdict = pf.sglang_preflight(f, {**ARGS, "tp-size": 4})
+    row = by_name(verdict)["custom_all_reduce"]
     assert row["predicted"] == "off" and "at most two PCIe GPUs" in row["evidence"]
+    # One value per field: what SGLang's arguments leave on, the links turn off at run time.
+    assert verdict["resolved"]["custom_all_reduce"] is False
+    resolved = pf.sglang_preflight(f, {**ARGS, "tp-size": 4},
+                                   resolution=resolution(tp_size=4))
+    assert by_name(resolved)["custom_all_reduce"]["predicted"] == "off"
+    assert resolved["resolved"]["custom_all_reduce"] is False
 
 
 def test_described_links_stand_in_for_the_matrix():
@@ -392,6 +399,8 @@ def test_an_error_sglang_raises_fails_with_its_own_message():
     assert not verdict["ok"] and verdict["resolved_by"] == "source"
     assert verdict["startup_error"] == {"type": "ValueError", "file": "sglang/srt/server_args.py",
                                         "line": 2568, "message": res["error"]["message"]}
+    # Nothing was resolved: every field null, none read from the arguments in its place.
+    assert verdict["resolved"] and set(verdict["resolved"].values()) == {None}
     row = by_name(verdict)["resolution"]
     assert row["status"] == "fail"
     assert "SGLang raised ValueError at sglang/srt/server_args.py:2568" in row["evidence"]
