@@ -15,6 +15,7 @@ from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_effective imp
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_expect import check_expect, speculative_diffs
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpus import check_gpus
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_memory import memory
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_tp import local_tp, tp_gpus
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_values import int_arg, truthy
 
@@ -281,6 +282,16 @@ class Verdict:
         return _row("tp_size", expect or total, total, "ok",
                     f"GPUs {self.tp_gpus[:self.tp]} of {self.gpus.get('count')}{per_node}")
 
+    def memory_row(self):
+        """The weights per GPU (tp x pp ranks) against the GPU and mem_fraction_static."""
+        resolved = self.resolution["resolved"] if self.by_sglang else {}
+        pp = resolved.get("pp_size") if self.by_sglang else int_arg(self.args, "pp-size", 1)
+        fraction = resolved.get("mem_fraction_static") if self.by_sglang \
+            else self.args.get("mem-fraction-static")
+        used = self.tp_gpus[:self.tp] if self.tp_gpus else None
+        predicted, status, evidence = memory(self.facts, self.total_tp * (pp or 1), used, fraction)
+        return _row("memory", "fits", predicted, status, evidence)
+
     def decode_row(self):
         on, level = self.view["decode_cuda_graph"], self.expect["decode_cuda_graph"]
         status, why = _judge(level, on, "the decode CUDA graph")
@@ -468,7 +479,7 @@ def sglang_preflight(facts, args, env=None, expect=None, strict=False, resolutio
     env = dict(env or {})
     expect = check_expect(expect)
     v = Verdict(facts, args, env, expect, resolution, import_must_work)
-    rows = [v.resolution_row(), v.tp_row(), v.decode_row(), v.prefill_row(),
+    rows = [v.resolution_row(), v.tp_row(), v.memory_row(), v.decode_row(), v.prefill_row(),
             *_topology_checks(facts, args, env, expect, v.tp, v.tp_gpus,
                               v.view["custom_all_reduce"]),
             v.speculative_row(),

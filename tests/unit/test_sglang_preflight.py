@@ -434,3 +434,63 @@ def test_an_ml_env_that_cannot_import_sglang():
     real = by_name(pf.sglang_preflight(facts(), ARGS, resolution=res,
                                        import_must_work=True))["resolution"]
     assert real["status"] == "fail" and "would fail the same way" in real["evidence"]
+
+
+# ---- the memory row: do the weights fit? ---------------------------------------------------
+WEIGHTS_27B_BF16 = 55_600_000_000  # Qwen3.6-27B's safetensors with its MTP layer, ~51.8 GiB
+
+
+def with_weights(f, weight_bytes=WEIGHTS_27B_BF16, memory_mib=None):
+    f["model"]["weight_bytes"] = weight_bytes
+    if memory_mib:
+        for device in f["gpus"]["devices"]:
+            device["memory_mib"] = memory_mib
+    return f
+
+
+def test_27b_bf16_on_two_24_gb_gpus_does_not_fit_though_sglang_accepts_it():
+    verdict = pf.sglang_preflight(with_weights(facts(), memory_mib=24564), ARGS,
+                                  resolution=resolution(mem_fraction_static=0.83))
+    row = by_name(verdict)["memory"]
+    assert (row["predicted"], row["status"]) == ("does not fit", "fail")
+    assert "25.9 GiB per GPU, more than the 24.0 GiB a GPU has" in row["evidence"]
+    assert not verdict["ok"] and by_name(verdict)["resolution"]["status"] == "ok"
+
+
+def test_the_reference_fits_two_a6000s_with_sglangs_own_fraction():
+    row = by_name(pf.sglang_preflight(with_weights(facts()), ARGS,
+                                      resolution=resolution(mem_fraction_static=0.83)))["memory"]
+    assert (row["predicted"], row["status"]) == ("fits", "ok")
+    # 48.0 GiB x 0.83 = 39.8 GiB for weights and KV cache; 25.9 GiB of weights per GPU.
+    assert row["evidence"].endswith("39.8 GiB for weights and KV cache: 13.9 GiB left for the "
+                                    "KV cache")
+
+
+def test_a_fraction_the_weights_fill_fails_and_a_small_remainder_warns():
+    f = with_weights(facts())
+    full = by_name(pf.sglang_preflight(f, ARGS, resolution=resolution(
+        mem_fraction_static=0.5)))["memory"]
+    assert full["status"] == "fail" and "Raise mem-fraction-static" in full["evidence"]
+    tight = by_name(pf.sglang_preflight(f, ARGS, resolution=resolution(
+        mem_fraction_static=0.6)))["memory"]
+    assert (tight["predicted"], tight["status"]) == ("tight", "warn")
+    assert "2.9 GiB left for the KV cache, under 10% of the GPU" in tight["evidence"]
+
+
+def test_pipeline_ranks_split_the_weights_too_and_the_arguments_stand_in_unresolved():
+    f = with_weights(facts(gpus=4), memory_mib=24564)
+    row = by_name(pf.sglang_preflight(f, {**ARGS, "pp-size": 2,
+                                          "mem-fraction-static": 0.85}))["memory"]
+    assert row["status"] == "ok" and "over 4 GPUs: 12.9 GiB per GPU" in row["evidence"]
+
+
+@pytest.mark.parametrize("weights, mib, words", [
+    (None, 49140, "the checkpoint's size cannot be read"),
+    (WEIGHTS_27B_BF16, None, "no GPU memory to check it against")])
+def test_what_cannot_be_read_is_unknown(weights, mib, words):
+    f = with_weights(facts(), weights)
+    if mib is None:
+        for device in f["gpus"]["devices"]:
+            device["memory_mib"] = None
+    row = by_name(pf.sglang_preflight(f, ARGS))["memory"]
+    assert (row["predicted"], row["status"]) == ("unknown", "ok") and words in row["evidence"]
