@@ -567,6 +567,42 @@ def error_report(exc, tracer, parser_errors=()):
 
 
 # ---- main ---------------------------------------------------------------------------------
+def resolved_record(args):
+    """{field: value} of a resolved ServerArgs (its own resolved_dict where it has one)."""
+    if hasattr(args, "resolved_dict"):
+        return {k: plain(v) for k, v in args.resolved_dict().items()}
+    return snapshot(args, field_names(type(args)))
+
+
+def volatile_fields(sa, argv, staged, first):
+    """Fields a second resolution of the same arguments sets otherwise (a random seed): SGLang
+    says they differ per run, so they are no difference between two versions. None when the
+    second resolution could not run."""
+    try:
+        again = sa.prepare_server_args(argv)
+        if staged:
+            again.resolve_once()
+        second = resolved_record(again)
+    except Exception:  # SGLang's to raise; the first resolution is the verdict
+        return None
+    return sorted(k for k in set(first) | set(second) if first.get(k) != second.get(k))
+
+
+def installed_versions():
+    """{name: version} of every distribution in the env: what an upgrade plan compares."""
+    from importlib import metadata
+
+    out = {}
+    for dist in metadata.distributions():
+        try:
+            name = dist.metadata["Name"]
+        except Exception:  # a broken dist-info: skipped, it says nothing usable
+            continue
+        if name:
+            out[str(name)] = str(dist.version)
+    return out
+
+
 def _config_path(request, workdir):
     """The release's config file, or one written from the request's text."""
     config = request.get("config_path")
@@ -608,6 +644,7 @@ def probe(request, out):
     log = LogCapture(lambda: tracer)
     parser_errors = keep_parser_errors()
     try:
+        report["packages"] = installed_versions()
         import torch
 
         describe_torch(torch, gpus)
@@ -635,13 +672,14 @@ def probe(request, out):
         if staged:
             start_tracing(args)  # what was asked is the parsed record
             args.resolve_once()
-        names = field_names(type(args))
-        resolved = {k: plain(v) for k, v in args.resolved_dict().items()} \
-            if hasattr(args, "resolved_dict") else snapshot(args, names)
+        resolved = resolved_record(args)
         asked = tracer.asked if tracer.asked is not None else {}
         report["asked"], report["resolved"] = asked, resolved
         report["changes"] = changes(asked, resolved, tracer.events,
                                     fallback_site(type(args), tracer))
+        kept = len(log.records)
+        report["volatile"] = volatile_fields(sa, argv, staged, resolved)
+        del log.records[kept:]
     except BaseException as exc:  # SGLang's own verdict, whatever it raised
         if isinstance(exc, KeyboardInterrupt):
             raise

@@ -122,6 +122,10 @@ facts:
       description: NVIDIA driver version, or null.
       type: str
       returned: always
+    driver_needed:
+      description: The oldest driver torch's CUDA needs (O(cuda_min_driver)), or null.
+      type: str
+      returned: always
     torch_cuda:
       description: CUDA version the install's torch is built for, or null.
       type: str
@@ -315,6 +319,7 @@ def read_facts(p, missing=()):
     include = _run([p["python"], "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"])
     return {
         "driver": driver_version(driver),
+        "driver_needed": min_driver(cuda, p["cuda_min_driver"]),
         "torch_cuda": cuda, "torch_cuda_source": source if cuda else None,
         "nvidia_uvm_loaded": "nvidia_uvm " in _kernel_modules() or os.path.exists("/dev/nvidia-uvm"),
         "nvidia_modprobe": next((m for m in MODPROBE_PATHS if os.path.exists(m)), None),

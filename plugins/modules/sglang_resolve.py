@@ -176,6 +176,15 @@ unknown_flags:
   description: "[{name, suggestions}] for config keys the installed parser does not know."
   type: list
   returned: always
+packages:
+  description: "{name: version} of every distribution in the venv (what an upgrade plan compares)."
+  type: dict
+  returned: when the probe ran
+volatile:
+  description: Fields a second resolution of the same arguments set otherwise (a random seed),
+    or null when it could not run.
+  type: list
+  returned: when SGLang resolved
 log:
   description: "[{level, message, file, line, function}] of SGLang's log records while resolving."
   type: list
@@ -340,7 +349,7 @@ def _take_report(out, report):
     """Copy the probe's report into the result; an import error means SGLang never ran."""
     out.update({k: report.get(k, out.get(k)) for k in (
         "sglang_version", "entry", "resolved", "changes", "error", "unknown_flags", "log",
-        "stubbed", "driver", "known_flags", "torch", "uid")})
+        "stubbed", "driver", "known_flags", "torch", "uid", "packages", "volatile")})
     error = report.get("error") or {}
     if error.get("stage") == "import":
         # SGLang could not even be imported: nothing SGLang said about the arguments.

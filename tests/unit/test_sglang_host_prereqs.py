@@ -89,14 +89,15 @@ def test_facts_read_through_the_fake_nvidia_smi(tmp_path):
     shutil.copy(ROOT / "tests" / "fakes" / "nvidia-smi", fake)
     (tmp_path / "driver.txt").write_text("575.57.08\n575.57.08\n")
     read = prereqs.read_facts({"nvidia_smi": str(fake), "venv": str(tmp_path / "none"),
-                               "python": "python3", "wheelhouse": "",
+                               "python": "python3", "wheelhouse": "", "cuda_min_driver": {},
                                "disk": [{"path": str(tmp_path / "a" / "b"), "gb": 1,
                                          "what": "x"}]})
     assert read["driver"] == "575.57.08"
     assert read["disk"][0]["free_gb"] > 0
     assert isinstance(read["systemd"], (int, type(None)))
     missing = prereqs.read_facts({"nvidia_smi": str(tmp_path / "absent"), "venv": "/none",
-                                  "python": "python3", "wheelhouse": "", "disk": []})
+                                  "python": "python3", "wheelhouse": "", "disk": [],
+                                  "cuda_min_driver": {}})
     assert missing["driver"] is None
 
 

@@ -54,6 +54,7 @@ class ServerArgs:
     prefill: Graphs = dataclasses.field(default_factory=Graphs)
     strategy: str = "auto"
     gpu_memory: Optional[int] = None
+    random_seed: Optional[int] = None
 
     def __post_init__(self):
         if not STAGED:
@@ -69,6 +70,9 @@ class ServerArgs:
         smi = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader"],
                              capture_output=True, text=True, check=True)
         self.gpu_memory = int(smi.stdout.split()[0])
+        if self.random_seed is None:
+            import random
+            self.random_seed = random.randint(0, 1 << 30)
         logger.warning("Breakable graph is incompatible; disabling prefill graph.")
         if self.strategy == "raise":
             raise ValueError("strategy raise is not supported with " + os.environ.get("WHO", "?"))
@@ -183,6 +187,10 @@ def test_writes_in_post_init_are_traced_to_their_line(tmp_path):
     assert [r["message"] for r in out["log"]] == [
         "Breakable graph is incompatible; disabling prefill graph."]
     assert out["sandbox"] == {"used": False, "how": "unsandboxed: no sandbox asked for"}
+    # Every distribution of the venv, for an upgrade plan to compare; what a second
+    # resolution sets otherwise is named (its log lines are not repeated above).
+    assert out["packages"]["sglang"] == "9.9.9"
+    assert out["volatile"] == ["random_seed"]
 
 
 def test_declarations_of_staged_resolution_are_traced_to_the_declaring_function(tmp_path):
