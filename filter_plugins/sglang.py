@@ -9,10 +9,10 @@ short names working for this repository's inventories, ad hoc commands and extra
 
 from ansible_collections.sglang.deploy.plugins.filter import (
     sglang_caches, sglang_fleet, sglang_inputs, sglang_preflight, sglang_render, sglang_router,
-    sglang_tune, sglang_verify)
+    sglang_tune, sglang_upgrade, sglang_verify)
 
 FILES = (sglang_caches, sglang_fleet, sglang_inputs, sglang_preflight, sglang_render,
-         sglang_router, sglang_tune, sglang_verify)
+         sglang_router, sglang_tune, sglang_upgrade, sglang_verify)
 
 
 class FilterModule:

@@ -37,11 +37,18 @@ def config(model="qwen3.6-27b", drop=(), **extra):
     return {k: v for k, v in args.items() if k not in drop}
 
 
+ASKED = {}  # (version, args, env) -> SGLang's answer: each asked once per session
+
+
 def resolve(version, args, env=None):
-    out = resolve_mod.resolve({"venv": str(full_venv(version)), "args": args, "gpus": A6000X2,
-                               "env": env or {}, "timeout": 600})
-    print(f"\nsglang {version}: ran={out['ran']} in {out.get('elapsed_s')} s; "
-          f"error={out['error'] and out['error']['type']}; reason={out.get('reason')}")
+    key = json.dumps([version, args, env or {}], sort_keys=True)
+    if key not in ASKED:
+        out = resolve_mod.resolve({"venv": str(full_venv(version)), "args": args,
+                                   "gpus": A6000X2, "env": env or {}, "timeout": 600})
+        print(f"\nsglang {version}: ran={out['ran']} in {out.get('elapsed_s')} s; "
+              f"error={out['error'] and out['error']['type']}; reason={out.get('reason')}")
+        ASKED[key] = out
+    out = copy.deepcopy(ASKED[key])
     assert out["ran"], out.get("reason")
     return out
 

@@ -1,0 +1,61 @@
+"""Upgrade plans between real SGLang releases (full installs, scripts/build-sglang-venv.sh):
+the reference profile resolved by the serving release and by the candidate, set side by side
+by sglang_upgrade_report. Resolutions are shared with test_resolve_real_sglang.py (asked once
+per session)."""
+
+import json
+import time
+
+import pytest
+from test_resolve_real_sglang import PROFILE, config, resolve, verdict
+
+from ansible_collections.sglang.deploy.plugins.filter import sglang_upgrade as up
+
+pytestmark = pytest.mark.network
+
+
+def plan(old_version, new_version, args):
+    started = time.monotonic()
+    old, new = resolve(old_version, args), resolve(new_version, args)
+    report = up.sglang_upgrade_report(verdict(old, args, PROFILE["expect"]),
+                                      verdict(new, args, PROFILE["expect"]), old, new)
+    print(f"\nplan {old_version} -> {new_version} in {time.monotonic() - started:.1f} s "
+          "(resolutions asked before in this session are reused)\n"
+          + "\n".join(up.sglang_upgrade_table(report)))
+    json.dumps(report)
+    return report
+
+
+def test_0515_to_0523_gains_the_prefill_graph_and_says_which_lines_decide_it():
+    report = plan("0.5.15", "0.5.23", config())
+    assert report["verdict"] == "ready", report["changes_needed"]
+    diffs = {d["field"]: d for d in report["differences"]}
+    prefill = diffs["cuda_graph_config.prefill.backend"]
+    assert (prefill["from"], prefill["to"]) == ("disabled", "breakable")
+    # 0.5.15: the breakable backend's rule for multimodal models; 0.5.23: the hook's parse.
+    assert (prefill["from_site"]["file"], prefill["from_site"]["line"]) == (
+        "sglang/srt/server_args.py", 3383)
+    assert prefill["to_site"]["file"] == "sglang/srt/arg_groups/cuda_graph_hook.py"
+    assert "random_seed" in report["volatile"] and "random_seed" not in diffs
+    changed = {r["name"]: (r["from"], r["to"]) for r in report["rows_changed"]}
+    assert changed["prefill_cuda_graph"] == ("WARN", "OK")
+    torch = {p["name"]: (p["from"], p["to"]) for p in report["packages"]}["torch"]
+    assert torch == ("2.11.0", "2.14.1")
+
+
+def test_0515_to_0523_names_a_removed_flag_and_its_nearest_name():
+    report = plan("0.5.15", "0.5.23", config(**{"cuda-graph-max-bs": 32}))  # gone in 0.5.20
+    assert report["verdict"] == "changes needed"
+    refused = report["refused_flags"][0]
+    assert refused["flag"] == "--cuda-graph-max-bs"
+    assert "--cuda-graph-max-bs-decode" in refused["nearest"]
+    assert "cuda-graph-max-bs" in refused["message"]  # SGLang's parser, in its words
+
+
+def test_0523_back_to_0512_names_sglangs_refusal_at_start():
+    report = plan("0.5.23", "0.5.12", config())
+    assert report["verdict"] == "changes needed"
+    assert report["changes_needed"][0].startswith(
+        "SGLang 0.5.12 refuses the release at start: ValueError at "
+        "sglang/srt/server_args.py:2568")
+    assert set(report["to"]["resolved"].values()) == {None}
