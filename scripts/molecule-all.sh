@@ -15,7 +15,9 @@ trap 'rm -rf "$logs"' EXIT
 # wheelhouse (each prepare step then finds it complete) and the demo API key (the inventory's
 # password lookup). molecule/real's full wheelhouse comes from `make wheelhouse-full`.
 bash scripts/build-test-image.sh
-bash scripts/build-wheelhouse.sh >/dev/null
+# Every SGLang version a scenario asks for (its molecule.yml's SGLANG_VERSIONS), at once.
+versions=$(sed -n 's/^ *SGLANG_VERSIONS: *"\(.*\)"/\1/p' molecule/*/molecule.yml | tr ' ' '\n' | sort -u | xargs)
+SGLANG_VERSIONS="${versions:-0.5.23}" bash scripts/build-wheelhouse.sh >/dev/null
 key="$HOME/.cache/sglang-deploy/demo-api-key"
 if [[ ! -s "$key" ]]; then
   mkdir -p "$(dirname "$key")"

@@ -4,8 +4,11 @@ outcome from its structured events (not from the printed text)."""
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import tempfile
+import time
+from datetime import datetime
 from pathlib import Path
 
 import ansible_runner
@@ -47,8 +50,9 @@ def api(container, path, body=None, stream=False, key=True, status_only=False):
 
 
 def play(playbook, extravars=None, check=False, diff=False, verbosity=0):
-    """Returns {status, failed_task, msg, changed, events, stdout}."""
+    """Returns {status, failed_task, msg, changed, events, stdout, seconds (wall clock)}."""
     data = tempfile.mkdtemp(prefix="runner-")
+    started = time.monotonic()
     cmdline = " ".join(flag for flag, on in (("--check", check), ("--diff", diff)) if on)
     try:
         run = ansible_runner.run(
@@ -76,6 +80,39 @@ def play(playbook, extravars=None, check=False, diff=False, verbosity=0):
             "changed": sum((stats.get("changed") or {}).values()),
             "events": events,
             "stdout": stdout,
+            "seconds": time.monotonic() - started,
         }
     finally:
         shutil.rmtree(data, ignore_errors=True)
+
+
+RESTART = "Restart SGLang on the release current points at"
+READY = "Wait until SGLang generates tokens"
+
+
+def restart_phases(out):
+    """Where a play that restarts SGLang spent its wall-clock seconds, from its events' times:
+    `engine` from the restart's start to readiness proven (the engine's own restart), `before`
+    everything up to it (ansible-playbook's start included: the switch), `after` the rest
+    (verification, smoke test, records)."""
+    def at(event):
+        return datetime.fromisoformat(event["created"]).timestamp()
+
+    events = out["events"]
+    restart = next(at(e) for e in events if e["event"] == "playbook_on_task_start"
+                   and e["event_data"].get("task", "").startswith(RESTART))
+    ready = next(at(e) for e in events if e["event"] == "runner_on_ok"
+                 and e["event_data"].get("task", "").startswith(READY))
+    end = at(next(e for e in events if e["event"] == "playbook_on_stats"))
+    engine, after = ready - restart, end - ready
+    return {"total": out["seconds"], "engine": engine, "after": after,
+            "before": out["seconds"] - engine - after,
+            "beyond_engine": out["seconds"] - engine}
+
+
+def describe_phases(runs):
+    """One line per phase: the median over the runs, then each run's figure."""
+    return "\n".join(
+        f"  {key:<13} median {statistics.median(r[key] for r in runs):6.2f} s   "
+        + " ".join(f"{r[key]:6.2f}" for r in runs)
+        for key in ("total", "before", "engine", "after", "beyond_engine"))

@@ -5,6 +5,8 @@ once, after the changes it builds on (its own fixtures), and returns what it saw
 the tests assert on that, in whatever order they run.
 """
 
+import base64
+import hashlib
 import json
 import os
 import re
@@ -13,7 +15,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "tests"))
-from support.runner import api, play  # noqa: E402
+from support.runner import api, describe_phases, play, restart_phases  # noqa: E402
 
 BASE = "/opt/sglang"
 # The demo's stand-in knobs (inventory/demo/group_vars): sglang_env replaces them all.
@@ -174,6 +176,95 @@ def fresh_service(host, kept, release_a):
             "serves": serves(host), "current": current(host)}
 
 
+WHEELHOUSE = "/var/cache/sglang-deploy/wheelhouse"
+BUILT_AGAIN = "Build the env from the release's record"
+OTHER_VERSION = "0.5.22"  # in the scenario's wheelhouse (molecule.yml: SGLANG_VERSIONS)
+OFFLINE = {"sglang_pip_wheelhouse_src": "", "sglang_pip_wheelhouse": "",
+           "sglang_pip_no_index": False, "sglang_pip_index_url": "http://127.0.0.1:9/simple"}
+
+
+ENV_TASK = "Build the env of the pinned set, or check the one built before"  # env.yml
+
+
+def task_results(out, prefix):
+    return [e["event_data"]["res"] for e in out["events"] if e["event"] == "runner_on_ok"
+            and (e["event_data"].get("task") or "").startswith(prefix)]
+
+
+@pytest.fixture(scope="module")
+def upgrade(host, fresh_service, release_a, tmp_path_factory):
+    """playbooks/upgrade.yml plans the move of A to OTHER_VERSION (its env built beside A's),
+    then the move with a candidate slower than the regression tolerance (47 tok/s against A's
+    55: -15%, above the floor of 45): the deploy reuses the planned env and rolls back."""
+    report = tmp_path_factory.mktemp("upgrade") / "plan.json"
+    seen = {"plan": play("playbooks/upgrade.yml", {"sglang_version": OTHER_VERSION,
+                                                   "sglang_upgrade_report": str(report)})}
+    seen["report"] = json.loads(report.read_text()) if report.exists() else {}
+    seen["candidate"] = (task_results(seen["plan"], ENV_TASK) or [{}])[0]
+    seen["current_after_plan"] = current(host)
+    seen["link_after_plan"] = host.file(VENV).linked_to
+    seen["slower"] = play("deploy.yml", {"sglang_version": OTHER_VERSION,
+                                         "sglang_env": {**KNOBS, "SGLANG_STANDIN_TOK_S": "47"}})
+    seen["current"], seen["serves"] = current(host), serves(host)
+    return seen
+
+
+@pytest.fixture(scope="module")
+def switch_offline(host, upgrade, release_a):
+    """Release G on another SGLang version (so another env), then five rollbacks between A and
+    G, the first to A, with the wheelhouse gone from the host and an index that does not
+    answer; where each rollback's seconds went (restart_phases)."""
+    seen = {"g": play("deploy.yml", {"sglang_version": OTHER_VERSION})}
+    seen["g_id"] = current(host)
+    seen["g_env"] = manifest(host, seen["g_id"]).get("env")
+    host.run_expect([0], f"mv {WHEELHOUSE} {WHEELHOUSE}.away")
+    seen["rollbacks"] = []
+    try:
+        for target in (release_a["id"], seen["g_id"]) * 2 + (release_a["id"],):
+            out = play("playbooks/rollback.yml", {"sglang_rollback_to": target, **OFFLINE})
+            seen["rollbacks"].append({"target": target, "out": out, "current": current(host),
+                                      "link": host.file(VENV).linked_to,
+                                      "version": host.check_output(
+                                          f"{VENV}/bin/python -c 'import importlib.metadata as m;"
+                                          " print(m.version(\"sglang\"))'")})
+            if out["status"] != "successful":
+                break
+    finally:
+        host.run(f"mv {WHEELHOUSE}.away {WHEELHOUSE}")
+    seen["serves"] = serves(host)
+    return seen
+
+
+def write(host, path, text):
+    """A file on the host with exactly `text` (base64 on the command line: no quoting)."""
+    host.run_expect([0], f"echo {base64.b64encode(text.encode()).decode()} | base64 -d > {path}")
+
+
+def envs_tree(host):
+    return host.check_output(f"readlink {VENV}; ls -1a {BASE}/envs; readlink {BASE}/current")
+
+
+@pytest.fixture(scope="module")
+def hostile_record(host, switch_offline):
+    """G's env cleaned away, then its packages.txt (and the sha256 its manifest records)
+    rewritten as an attacker with root would: each rollback to G must refuse the record."""
+    g = switch_offline["g_id"]  # A serves
+    host.run_expect([0], f"rm -rf {BASE}/envs/{switch_offline['g_env']}")
+    seen = {}
+    for case, lines in (("option", ["sglang==0.5.23", "--index-url=http://127.0.0.1:9/simple"]),
+                        ("path", ["sglang==0.5.23", "/tmp/evil-src"]),
+                        ("empty", ["# nothing"])):
+        text = "".join(f"{line}\n" for line in ["# hostile", *lines])
+        write(host, f"{BASE}/releases/{g}/packages.txt", text)
+        data = manifest(host, g)
+        data["packages_sha256"] = hashlib.sha256(text.encode()).hexdigest()
+        write(host, f"{BASE}/releases/{g}/manifest.json", json.dumps(data))
+        before = envs_tree(host)
+        out = play("playbooks/rollback.yml", {"sglang_rollback_to": g})
+        seen[case] = {"out": out, "unchanged": envs_tree(host) == before}
+    return seen
+
+
 def test_release_a_is_good(release_a):
     a = release_a["manifest"]
     assert a["status"] == "good"
@@ -274,3 +365,64 @@ def test_a_host_with_no_good_release_is_left_stopped(release_a, fresh_service):
     assert not fresh_service["fresh_running"]
     # The other service is untouched.
     assert fresh_service["serves"] and fresh_service["current"] == release_a["id"]
+
+
+def test_rollbacks_across_sglang_versions_install_nothing_and_need_no_index(release_a,
+                                                                            switch_offline):
+    seen = switch_offline
+    assert seen["g"]["status"] == "successful", seen["g"]["msg"]
+    assert seen["g_env"] and seen["g_env"] != release_a["manifest"]["env"]
+    envs = {release_a["id"]: (release_a["manifest"]["env"], "0.5.23"),
+            seen["g_id"]: (seen["g_env"], OTHER_VERSION)}
+    assert len(seen["rollbacks"]) == 5
+    for run in seen["rollbacks"]:
+        out = run["out"]
+        assert out["status"] == "successful", out["msg"]
+        ran = {e["event_data"].get("task") or "" for e in out["events"]
+               if e["event"] == "runner_on_ok"}
+        assert not any(task.startswith(BUILT_AGAIN) for task in ran)
+        said = [e["event_data"]["res"].get("msg", "") for e in out["events"]
+                if e["event"] == "runner_on_ok"
+                and e["event_data"].get("task") == "Say which env serves"]
+        env, version = envs[run["target"]]
+        assert said and "installed nothing" in said[0] and env in said[0], said
+        assert run["current"] == run["target"] and run["version"] == version
+        assert run["link"].endswith("/envs/" + env)
+    assert seen["serves"]
+    print(f"\nfive rollbacks between sglang 0.5.23 and {OTHER_VERSION} (another env each way), "
+          "wheelhouse gone, index unreachable; seconds per phase (restart_phases):\n"
+          + describe_phases([restart_phases(run["out"]) for run in seen["rollbacks"]]))
+
+
+@pytest.mark.parametrize("case, words", [("option", "name==version"), ("path", "name==version"),
+                                         ("empty", "no package")])
+def test_a_hostile_record_is_refused_and_nothing_is_built_or_removed(hostile_record, case, words):
+    seen = hostile_record[case]
+    assert seen["out"]["status"] == "failed"
+    # Refused where the record is read (sglang_release state=packages), before any installer.
+    assert words in seen["out"]["msg"], seen["out"]["msg"]
+    assert seen["unchanged"]
+
+
+def test_an_upgrade_is_planned_without_touching_the_serving_release(release_a, upgrade):
+    plan = upgrade["plan"]
+    assert plan["status"] == "successful", plan["msg"]
+    report = upgrade["report"]
+    assert (report["from_version"], report["to_version"]) == ("0.5.23", OTHER_VERSION)
+    assert report["verdict"] == "ready"
+    assert {"name": "sglang", "from": "0.5.23", "to": OTHER_VERSION} in report["packages"]
+    candidate = upgrade["candidate"]
+    assert candidate.get("built") and candidate["id"] != release_a["manifest"]["env"]
+    # Read-only for the serving release: current and the ml-env link are A's.
+    assert upgrade["current_after_plan"] == release_a["id"]
+    assert upgrade["link_after_plan"].endswith("/envs/" + release_a["manifest"]["env"])
+
+
+def test_the_move_reuses_the_planned_env_and_a_slower_candidate_is_rolled_back(
+        release_a, upgrade):
+    out = upgrade["slower"]
+    env = task_results(out, ENV_TASK)
+    assert env and env[0]["id"] == upgrade["candidate"].get("id") and not env[0]["built"]
+    assert out["status"] == "failed"
+    assert "in the previous good release" in out["msg"] and "decode_tok_s_per_user" in out["msg"]
+    assert upgrade["current"] == release_a["id"] and upgrade["serves"]
