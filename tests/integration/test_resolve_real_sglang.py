@@ -155,7 +155,7 @@ def test_0523_unknown_flag_is_named_with_its_nearest():
 
 # ---- 0.5.15: resolution inside ServerArgs.__post_init__, breakable prefill rule list ------
 def test_0515_reference_loses_its_prefill_graph_because_it_is_multimodal():
-    args = config(**{"cuda-graph-max-bs": 32})
+    args = config()  # the profile as it is (test_upgrade_real_sglang.py plans from it)
     out = resolve("0.5.15", args)
     assert out["entry"] == "ServerArgs.__post_init__" and out["error"] is None
     # server_args.py:3374-3383 (_disable_breakable_cudagraph_if_incompatible): the breakable
@@ -190,7 +190,7 @@ def test_0515_refuses_the_per_phase_decode_max_bs_in_a_config_file():
 
 # ---- 0.5.12: legacy flags, _handle_piecewise_cuda_graph and the mamba strategy -----------
 def test_0512_reference_cannot_start_and_preflight_says_why():
-    args = config(**{"cuda-graph-max-bs": 32})
+    args = config()  # the profile as it is (test_upgrade_real_sglang.py plans to it)
     out = resolve("0.5.12", args)
     # server_args.py:2567-2571 (_handle_mamba_radix_cache): speculative decoding + radix cache
     # need the extra_buffer strategy; the default no_buffer raises.
