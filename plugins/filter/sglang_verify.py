@@ -8,6 +8,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_effective import sglang_effective
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_expect import check_expect, speculative_diffs
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_values import positive
 
 
 def _graph_check(setting, actual, level, predicted):
@@ -167,22 +168,13 @@ def _regressions(lv, base, tolerance, baseline_name):
     return failures
 
 
-def _positive(value):
-    """A finite number above 0 from a number or its text, else None."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) and number > 0 else None
-
-
 def _mapping(value):
     return value if isinstance(value, dict) else {}
 
 
 def _bandwidth(bandwidth_gbs, name):
     """The GB/s of the longest key of sglang_gpu_bandwidth_gbs found in the GPU's name."""
-    table = {str(k).lower(): _positive(v) for k, v in _mapping(bandwidth_gbs).items()}
+    table = {str(k).lower(): positive(v) for k, v in _mapping(bandwidth_gbs).items()}
     return next((v for k, v in sorted(table.items(), key=lambda kv: -len(kv[0]))
                  if k in name.lower()), None)
 
@@ -190,7 +182,7 @@ def _bandwidth(bandwidth_gbs, name):
 def _first_level_tok_s(smoke):
     levels = smoke.get("levels") if isinstance(smoke.get("levels"), list) else []
     first = levels[0] if levels and isinstance(levels[0], dict) else {}
-    return _positive(first.get("decode_tok_s_per_user"))
+    return positive(first.get("decode_tok_s_per_user"))
 
 
 def sglang_ceiling(facts, smoke, tp_size, bandwidth_gbs):
@@ -200,7 +192,7 @@ def sglang_ceiling(facts, smoke, tp_size, bandwidth_gbs):
     steps/s <= bandwidth / (weight bytes / tp). Times the accept length gives tokens/s.
     """
     facts, smoke = _mapping(facts), _mapping(smoke)
-    weight_bytes = _positive(_mapping(facts.get("model")).get("weight_bytes"))
+    weight_bytes = positive(_mapping(facts.get("model")).get("weight_bytes"))
     devices = _mapping(facts.get("gpus")).get("devices")
     names = [str(d.get("name", "")) for d in devices if isinstance(d, dict)] \
         if isinstance(devices, list) else []
@@ -213,9 +205,9 @@ def sglang_ceiling(facts, smoke, tp_size, bandwidth_gbs):
     if not bandwidth:
         return {"known": False, "reason": f"no positive memory bandwidth known for {name}: add "
                                           "it (GB/s) to sglang_gpu_bandwidth_gbs"}
-    tp = max(1, int(_positive(tp_size) or 1))
+    tp = max(1, int(positive(tp_size) or 1))
     steps = bandwidth * 1e9 / (weight_bytes / tp)
-    accept = _positive(smoke.get("accept_length")) or 1.0
+    accept = positive(smoke.get("accept_length")) or 1.0
     ceiling = steps * accept
     measured = _first_level_tok_s(smoke)
     return {"known": True, "gpu": name, "bandwidth_gbs": bandwidth,

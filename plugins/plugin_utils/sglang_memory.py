@@ -7,20 +7,11 @@ the KV cache together (SGLang's own figure when it resolved the release), so wha
 leave of that share is the KV cache.
 """
 
-import math
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_values import positive
 
 GIB = 1024 ** 3
 # Less than this share of a GPU left for the KV cache is a warning: a handful of requests.
 LITTLE_KV = 0.10
-
-
-def _number(value):
-    """A finite float above 0 from a number or its text, else None."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) and number > 0 else None
 
 
 def _gpu_mib(facts, used):
@@ -28,7 +19,7 @@ def _gpu_mib(facts, used):
     devices = [d for d in (facts.get("gpus") or {}).get("devices") or [] if isinstance(d, dict)]
     if used is not None:
         devices = [d for d in devices if d.get("index") in used]
-    sizes = [_number(d.get("memory_mib")) for d in devices]
+    sizes = [positive(d.get("memory_mib")) for d in devices]
     return min(sizes) if sizes and None not in sizes else None
 
 
@@ -38,7 +29,7 @@ def memory(facts, ranks, used, fraction):
     `ranks`: the GPUs the weights are split over (tp x pp); `used`: the GPU indices of this
     node's ranks (None: all listed); `fraction`: the resolved mem_fraction_static (None when
     SGLang did not resolve the release)."""
-    weights = _number((facts.get("model") or {}).get("weight_bytes"))
+    weights = positive((facts.get("model") or {}).get("weight_bytes"))
     if weights is None:
         return ("unknown", "ok", "the checkpoint's size cannot be read (no *.safetensors or "
                 "*.bin beside its config.json): nothing to check the GPUs' memory against")
@@ -52,7 +43,7 @@ def memory(facts, ranks, used, fraction):
         return ("does not fit", "fail",
                 f"{split}, more than the {gpu:.1f} GiB a GPU has: the weights alone cannot be "
                 "loaded. Use more GPUs (tp-size), a smaller or quantized checkpoint")
-    fraction = _number(fraction)
+    fraction = positive(fraction)
     if fraction is None:
         return "fits", "ok", (f"{split} of {gpu:.1f} GiB (mem_fraction_static not resolved: "
                               "the KV cache's share unknown)")

@@ -3,6 +3,7 @@
 Shared by the filter files (one reading of each, no filter importing another's private names).
 """
 
+import math
 import re
 
 from ansible.errors import AnsibleFilterError
@@ -26,6 +27,15 @@ def plain(value):
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     return value
+
+
+def positive(value):
+    """A finite number above 0 from a number or its text, else None."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and number > 0 else None
 
 
 def truthy(value):
