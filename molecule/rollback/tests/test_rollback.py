@@ -77,6 +77,12 @@ CASES = {
 }
 
 
+# For a release whose speed is not what a test is about: the smoke test's regression gate
+# compares it with figures measured earlier, on a host whose load may differ (the scenario runs
+# beside others, or under a background load); its floors still hold.
+ANY_SPEED = {"sglang_smoke_regression_tolerance": 1.0}
+
+
 @pytest.fixture(scope="module")
 def release_a(host):
     """Release A, as converge left it, before anything else changes the host."""
@@ -99,7 +105,8 @@ def failures(host, release_a):
 def release_e_then_rollback(host, release_a, failures):
     """A good release E, a rollback to A in check mode, the env changed by hand: the rollback
     refused, then asked to build it again."""
-    seen = {"deploy": play("deploy.yml", {"sglang_env": {**KNOBS, "SGLANG_STANDIN_TTFT_MS": "240"}})}
+    seen = {"deploy": play("deploy.yml", {"sglang_env": {**KNOBS, "SGLANG_STANDIN_TTFT_MS": "240"},
+                                          **ANY_SPEED})}
     e = seen["e"] = current(host)
     seen["e_manifest"] = manifest(host, e)
     seen["check"] = play("playbooks/rollback.yml", {"sglang_rollback_to": release_a["id"]},
@@ -214,7 +221,7 @@ def switch_offline(host, upgrade, release_a):
     """Release G on another SGLang version (so another env), then five rollbacks between A and
     G, the first to A, with the wheelhouse gone from the host and an index that does not
     answer; where each rollback's seconds went (restart_phases)."""
-    seen = {"g": play("deploy.yml", {"sglang_version": OTHER_VERSION})}
+    seen = {"g": play("deploy.yml", {"sglang_version": OTHER_VERSION, **ANY_SPEED})}
     seen["g_id"] = current(host)
     seen["g_env"] = manifest(host, seen["g_id"]).get("env")
     host.run_expect([0], f"mv {WHEELHOUSE} {WHEELHOUSE}.away")
@@ -249,6 +256,8 @@ def hostile_record(host, switch_offline):
     """G's env cleaned away, then its packages.txt (and the sha256 its manifest records)
     rewritten as an attacker with root would: each rollback to G must refuse the record."""
     g = switch_offline["g_id"]  # A serves
+    # Only G's own env is removed: never act on a release that is not G.
+    assert switch_offline["g"]["status"] == "successful" and g != current(host)
     host.run_expect([0], f"rm -rf {BASE}/envs/{switch_offline['g_env']}")
     seen = {}
     for case, lines in (("option", ["sglang==0.5.23", "--index-url=http://127.0.0.1:9/simple"]),
