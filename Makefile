@@ -16,7 +16,8 @@ DEMO_HOST ?= sglang-demo
 IMAGE ?= localhost/sglang-deploy-host:bookworm
 
 .PHONY: setup host-packages image wheelhouse-full check check-steps lint sanity collection \
-  collection-test unit unit-check integration bench molecule test test-steps demo demo-clean
+  collection-test unit unit-check integration bench molecule test test-steps test-serial demo \
+  demo-clean
 
 # The controller's tools in a venv (requirements.txt): no root.
 setup: $(VENV)/.installed
@@ -90,11 +91,17 @@ wheelhouse-full: setup
 molecule: setup image wheelhouse-full
 	bash scripts/molecule-all.sh
 
-# The full check; it fails if it leaves the working tree dirtier than it found it.
+# The full check; it fails if it leaves the working tree dirtier than it found it. Molecule's
+# scenarios (two lanes, mostly waiting on systemd and polls) run beside the other steps, which
+# run one after another; each side's output is printed whole when it ends.
 test: host-packages
 	@bash scripts/tree-unchanged.sh $(MAKE) --no-print-directory test-steps
 
-test-steps: lint sanity collection-test unit integration bench molecule
+test-steps: setup
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-serial molecule
+
+test-serial: setup
+	$(MAKE) --no-print-directory -j1 lint sanity collection-test unit integration bench
 
 demo: setup image
 	bash scripts/build-wheelhouse.sh >/dev/null

@@ -18,8 +18,9 @@ from support.wheels import CACHE  # noqa: E402
 # every property with the examples its test asks for; `check` (`make check`) a fifth of them
 # (support.examples).
 set_hypothesis_home_dir(CACHE / "hypothesis")
-settings.register_profile("full", max_examples=100)
-settings.register_profile("check", max_examples=20)
+# No per-example deadline: `make test` runs the unit tests beside molecule on two cores.
+settings.register_profile("full", max_examples=100, deadline=None)
+settings.register_profile("check", max_examples=20, deadline=None)
 settings.load_profile("full")
 
 

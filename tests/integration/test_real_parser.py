@@ -29,7 +29,7 @@ def venv():
 def test_the_default_profile_is_accepted(venv):
     args = render.sglang_server_config(PROFILE, {"cuda-graph-max-bs-decode": 32},
                                        "/srv/models/Qwen3.6-27B")
-    out = args_check.check(venv, args)
+    out = args_check.check(venv, args, timeout=600)
     print(f"\nsglang 0.5.23 --help: {out['known_count']} options in {out['elapsed_s']} s")
     assert out["checked"], out["reason"]
     assert out["known_count"] > 300
@@ -46,7 +46,7 @@ def test_the_default_profile_is_accepted(venv):
 )
 def test_removed_flags_are_rejected_with_a_suggestion(venv, flag, nearest):
     args = render.sglang_server_config(PROFILE, {flag: 8 if "bs" in flag else True})
-    out = args_check.check(venv, args)
+    out = args_check.check(venv, args, timeout=600)
     assert out["unknown"] == [{"name": flag, "suggestions": out["unknown"][0]["suggestions"]}]
     assert nearest in out["unknown"][0]["suggestions"]
     facts = {"sglang_version": "0.5.23", "gpus": {"present": False, "reason": "no GPU"},
