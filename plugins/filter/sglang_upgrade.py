@@ -87,17 +87,23 @@ def rows_changed(old_verdict, new_verdict):
     return out
 
 
-def _packages(resolution):
-    return {_canonical(k): v for k, v in ((resolution or {}).get("packages") or {}).items()}
+def _packages(resolution, verdict):
+    """{name: version} the side's venv holds; where SGLang's probe did not run (no GPU to
+    describe, an import that failed early), the sglang version its sources gave the verdict."""
+    found = {_canonical(k): v for k, v in ((resolution or {}).get("packages") or {}).items()}
+    version = (verdict or {}).get("sglang_version")
+    if not found and version not in (None, "unknown"):
+        found = {"sglang": version}
+    return found
 
 
 def _torch_cuda(resolution):
     return ((resolution or {}).get("torch") or {}).get("cuda")
 
 
-def package_changes(old, new):
+def package_changes(old, new, old_verdict=None, new_verdict=None):
     """([{name, from, to}] of the distributions that matter, number of other changes)."""
-    before, after = _packages(old), _packages(new)
+    before, after = _packages(old, old_verdict), _packages(new, new_verdict)
     changed = sorted(n for n in set(before) | set(after) if before.get(n) != after.get(n))
     matters = [n for n in changed if any(fnmatch.fnmatchcase(n, p) for p in MATTERS)]
     rows = [{"name": n, "from": before.get(n), "to": after.get(n)} for n in matters]
@@ -151,7 +157,7 @@ def sglang_upgrade_report(old_verdict, new_verdict, old_resolution, new_resoluti
             raise AnsibleFilterError(f"sglang_upgrade_report: {name} must be a preflight verdict "
                                      "(sglang_preflight's answer)")
     diffs, added, removed = differences(old_resolution, new_resolution)
-    packages, others = package_changes(old_resolution, new_resolution)
+    packages, others = package_changes(old_resolution, new_resolution, old_verdict, new_verdict)
     rows, prereq_failures = prerequisites(prereqs)
     report = {
         "from": old_verdict, "to": new_verdict,

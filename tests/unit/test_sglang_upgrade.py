@@ -151,3 +151,11 @@ def test_a_fleet_reads_one_line_per_host():
     assert lines[1].endswith("changes needed, 2 resolved fields differ; first: driver: NVIDIA "
                              "driver 570 is older than 580")
     assert lines[2].startswith("gpu-c: no plan")
+
+
+def test_without_the_probe_the_sglang_versions_come_from_the_verdicts():
+    # No GPU to describe (a test host): SGLang's probe never ran, the sources gave the versions.
+    old = {"ran": False, "reason": "no GPU to describe"}
+    report = up.sglang_upgrade_report(verdict(OLD), verdict(NEW), old, dict(old))
+    assert report["packages"] == [{"name": "sglang", "from": "0.5.15", "to": "0.5.23"}]
+    assert report["compared"] is False and report["packages_other_changes"] == 0
