@@ -5,21 +5,16 @@ this file only sets them side by side. Unit-tested in tests/unit/test_sglang_upg
 """
 
 import fnmatch
-import re
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_packages import canonical
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
 
 # Distributions whose change an operator must see (GPU kernels, the model code, the
 # collectives); every other change is counted. Patterns over PEP 503 names.
 MATTERS = ("sglang", "torch", "flashinfer-*", "sgl-kernel", "sglang-kernel", "transformers",
            "triton", "xgrammar", "nvidia-nccl-*", "nvidia-cuda-runtime-*")
-
-
-def _canonical(name):
-    """PEP 503: Foo_Bar.baz and foo-bar-baz are one distribution."""
-    return re.sub(r"[-_.]+", "-", str(name)).lower()
 
 
 def _flat(value, prefix=""):
@@ -90,7 +85,7 @@ def rows_changed(old_verdict, new_verdict):
 def _packages(resolution, verdict):
     """{name: version} the side's venv holds; where SGLang's probe did not run (no GPU to
     describe, an import that failed early), the sglang version its sources gave the verdict."""
-    found = {_canonical(k): v for k, v in ((resolution or {}).get("packages") or {}).items()}
+    found = {canonical(str(k)): v for k, v in ((resolution or {}).get("packages") or {}).items()}
     version = (verdict or {}).get("sglang_version")
     if not found and version not in (None, "unknown"):
         found = {"sglang": version}
