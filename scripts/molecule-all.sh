@@ -24,9 +24,9 @@ if [[ ! -s "$key" ]]; then
   (umask 077 && python3 -c 'import secrets, string; a = string.ascii_letters + string.digits; print("".join(secrets.choice(a) for _ in range(40)))' >"$key")
 fi
 
-# Longest first, so the lanes end together (seconds beside the other steps of make test on two
-# cores: rollback 1654, fleet 1297, preflight 585, tune 584, real 523, default 364); scenarios not
-# listed go last.
+# An order in which the two lanes end together (seconds beside the other steps of make test on
+# two cores: rollback 1654, fleet 1297, preflight 585, tune 584, real 523, default 364: lanes of
+# rollback+real+default and fleet+preflight+tune); scenarios not listed go last.
 order=(rollback fleet preflight real tune default)
 mapfile -t all < <(find molecule -mindepth 2 -maxdepth 2 -name molecule.yml | cut -d/ -f2 | sort)
 scenarios=()
