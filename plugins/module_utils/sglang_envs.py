@@ -10,8 +10,19 @@ never changed, switched with the release that runs on it.
   built again.
 - The digest is the sha256 over the env's dist-infos' RECORD files (each names every file of
   its distribution with that file's hash): an install, an upgrade or an uninstall in the env
-  changes it.
-- Disk usage counts a hardlinked file once (uv links from its cache on the same filesystem).
+  changes it. The tree (`tree`) is what an in-place edit changes: every file's size, mtime,
+  inode and mode, grouped per top-level package, recorded in the marker and read again before
+  a switch (a walk of lstat calls, no file is read: see docs/design.md for its cost).
+- Envs share no file: uv links them from its cache by reflink where the filesystem has them
+  and by copy elsewhere (`link_mode`); a hardlink would make an edit of one env an edit of
+  every env and of the cache. `hardlink` stays available, asked by name, for hosts short of
+  disk, and the tree check then names every env an edit reached.
+- Every directory under envs/ is complete (its marker) or being built under the envs lock;
+  what a cut build leaves (a directory without marker, an env moved aside for a rebuild, a
+  half-removed tree in `.trash`) is put back or removed by `recover`, which every build, switch
+  and cleanup runs first under that lock.
+- Disk usage counts a hardlinked file once; cleanup reclaims the cache's share of the envs no
+  release names (`reclaim_cache`).
 
 Standard library only: it runs on the host, inside modules.
 """
@@ -25,12 +36,20 @@ import shutil
 import stat
 import subprocess
 
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import symlink_atomic
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import (
+    discard, empty_trash, flock_guard, fsync_dir, symlink_atomic)
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_packages import canonical
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import read_bytes
 
 ENVS = "envs"
 MARKER = ".sglang-env.json"
+TRASH = ".trash"
+LOCK = ".lock"
+UV_CACHE = ".uv-cache"
 ID_RE = re.compile(r"[0-9a-f]{16}")
+ASIDE_RE = re.compile(r"([0-9a-f]{16})\.replaced-[0-9]+")
+LINK_MODES = ("auto", "clone", "copy", "hardlink")
+FICLONE = 0x40049409  # linux/fs.h: _IOW(0x94, 9, int)
 MARKER_CAP = 4 << 20
 RECORD_CAP = 64 << 20
 
@@ -128,19 +147,171 @@ def read_marker(path):
     return marker
 
 
+def _entries(top, rel=""):
+    """(path relative to `top`, DirEntry) of every entry but directories, depth first, sorted;
+    `__pycache__` left out."""
+    with os.scandir(os.path.join(top, rel)) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    for entry in entries:
+        name = f"{rel}/{entry.name}" if rel else entry.name
+        if entry.is_dir(follow_symlinks=False):
+            if entry.name != "__pycache__":
+                yield from _entries(top, name)
+        else:
+            yield name, entry
+
+
+def _group(rel):
+    """The group a file of the env counts in: its top-level package under site-packages, or
+    its first two path parts elsewhere (bin/python, include/...)."""
+    head, sep, rest = rel.partition("/site-packages/")
+    if sep:
+        return f"{head}/site-packages/{rest.split('/', 1)[0]}"
+    return "/".join(rel.split("/", 2)[:2])
+
+
+def tree(path):
+    """{group: sha256} over what an in-place edit changes: each entry's name, kind, size, mtime
+    (ns), inode and mode (symlinks: their target), lstat only, nothing read. Not counted: the
+    marker, and `__pycache__` (Python writes it when an importer may, and checks each .pyc
+    against its source's size and mtime, which are counted)."""
+    groups = {}
+    for rel, entry in _entries(path):
+        if rel == MARKER:
+            continue
+        if entry.is_symlink():
+            what = f"{rel}\0l {os.readlink(entry.path)}\n"
+        else:
+            info = entry.stat(follow_symlinks=False)
+            what = f"{rel}\0f {info.st_size} {info.st_mtime_ns} {info.st_ino} {info.st_mode:o}\n"
+        group = _group(rel)
+        if group not in groups:
+            groups[group] = hashlib.sha256()
+        groups[group].update(what.encode("utf-8", "surrogateescape"))
+    return {group: h.hexdigest() for group, h in sorted(groups.items())}
+
+
+def tree_changes(recorded, now):
+    """The groups (top-level packages) whose files differ, sorted."""
+    return sorted(g for g in set(recorded) | set(now) if recorded.get(g) != now.get(g))
+
+
 def check(base_dir, env):
-    """{exists, complete, marker, digest, intact} of one env, read-only."""
+    """{exists, complete, marker, digest, intact, changed} of one env, read-only: intact when
+    its RECORDs (what was installed) and its tree (what was edited in place, when the marker
+    records it) are as they were built. `changed` names the packages whose files differ."""
     path = env_path(base_dir, env)
     out = {"id": env, "path": path, "exists": os.path.isdir(path), "complete": False,
-           "marker": None, "digest": None, "intact": False}
+           "marker": None, "digest": None, "intact": False, "changed": []}
     if not out["exists"]:
         return out
     marker = read_marker(path)
     if marker is None:
         return out
     now = digest(path)
-    out.update(complete=True, marker=marker, digest=now, intact=now == marker["digest"])
+    recorded = marker.get("tree")
+    changed = tree_changes(recorded, tree(path)) if isinstance(recorded, dict) else []
+    out.update(complete=True, marker=marker, digest=now, changed=changed,
+               intact=now == marker["digest"] and not changed)
     return out
+
+
+def refusal(state):
+    """Why an env that is not intact is refused, naming what changed."""
+    what = (f"files changed in place in {', '.join(state['changed'][:8])}"
+            + (f" and {len(state['changed']) - 8} more" if len(state["changed"]) > 8 else "")
+            if state["changed"] else
+            f"its digest is {state['digest']}, it was built as {state['marker']['digest']} "
+            "(something was installed or removed in it)")
+    return f"env {state['id']} ({state['path']}) changed since it was built: {what}"
+
+
+def link_mode(base_dir, asked="auto"):
+    """How uv puts files into an env: `asked`, or for `auto` reflinks (`clone`) where the envs'
+    filesystem makes them (probed with FICLONE on two files of its own) and copies elsewhere:
+    uv's own `clone` falls back to hardlinks on ext4, which would share every edit."""
+    if asked != "auto":
+        return asked
+    import fcntl
+    import tempfile
+    root = envs_dir(base_dir)
+    os.makedirs(root, mode=0o755, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root, prefix=".probe.") as probe:
+        src, dst = os.path.join(probe, "a"), os.path.join(probe, "b")
+        with open(src, "wb") as fh:
+            fh.write(b"reflink probe\n")
+        with open(src, "rb") as a, open(dst, "wb") as b:
+            try:
+                fcntl.ioctl(b.fileno(), FICLONE, a.fileno())
+            except OSError:
+                return "copy"
+    return "clone"
+
+
+def lock(base_dir):
+    """The envs lock: builds, recovery and removals of envs/ happen one at a time."""
+    os.makedirs(envs_dir(base_dir), mode=0o755, exist_ok=True)
+    return flock_guard(os.path.join(envs_dir(base_dir), LOCK))
+
+
+def trash_dir(base_dir):
+    return os.path.join(envs_dir(base_dir), TRASH)
+
+
+def recover(base_dir):
+    """Finish or undo what a cut run left under envs/ (call it under `lock`): an env moved aside
+    for a rebuild is put back unless the rebuild finished; a directory without marker (a build
+    cut short) is removed; the trash is emptied. Returns what it did, one line each."""
+    root, done = envs_dir(base_dir), []
+    try:
+        names = sorted(os.listdir(root))
+    except FileNotFoundError:
+        return done
+    done += [f"removed {name} (a removal cut short)" for name in empty_trash(trash_dir(base_dir))]
+    for name in names:
+        aside = ASIDE_RE.fullmatch(name)
+        if not aside:
+            continue
+        path = os.path.join(root, aside.group(1))
+        if os.path.isdir(path) and read_marker(path) is not None:
+            discard(os.path.join(root, name), trash_dir(base_dir))
+            done.append(f"removed {name} (its rebuild finished)")
+            continue
+        discard(path, trash_dir(base_dir))
+        os.rename(os.path.join(root, name), path)
+        fsync_dir(root)
+        done.append(f"put {name} back as {aside.group(1)} (its rebuild was cut short)")
+    for env in listing(base_dir):
+        if read_marker(env_path(base_dir, env)) is None:
+            discard(env_path(base_dir, env), trash_dir(base_dir))
+            done.append(f"removed {env} (a build cut short)")
+    return done
+
+
+def _dist_of(dist_info):
+    """(canonical name, version) of a `name-version.dist-info` directory name, or None."""
+    stem = dist_info[:-len(".dist-info")]
+    name, sep, version = stem.rpartition("-")
+    return (canonical(name), version.lower()) if sep and name else None
+
+
+def reclaim_cache(base_dir, keep, check_mode=False):
+    """Remove the entries of uv's cache (unpacked wheels, `archive-v0/<id>/`) whose
+    distributions no kept env holds; `keep` is the kept envs' `name==version` lines. uv fetches
+    a removed entry again when a later build asks for it. Returns the entries removed."""
+    wanted = {(canonical(line.split("==")[0]), line.split("==", 1)[1].lower())
+              for line in keep if "==" in line}
+    removed = []
+    for archive in sorted(glob.glob(os.path.join(glob.escape(envs_dir(base_dir)), UV_CACHE,
+                                                 "archive-v*", "*"))):
+        if not os.path.isdir(archive) or os.path.islink(archive):
+            continue
+        dists = {_dist_of(n) for n in os.listdir(archive) if n.endswith(".dist-info")} - {None}
+        if dists and not dists & wanted:
+            removed.append(os.path.relpath(archive, envs_dir(base_dir)))
+            if not check_mode:
+                discard(archive, trash_dir(base_dir))
+    return removed
 
 
 def disk_usage(paths):
@@ -174,14 +345,15 @@ def listing(base_dir):
 
 
 def link_target(link):
-    """The env id a link (the ml-env path users know) points at; None when nothing is there.
+    """The env id a link (the ml-env path users know) leads to, through `current/env` or
+    straight to envs/<id>; its target when it leads elsewhere; None when nothing is there.
 
     A real directory there is not ours: EnvError, so that it is never taken over silently."""
     if os.path.islink(link):
-        target = os.readlink(link).rstrip("/")
+        target = os.path.realpath(link)
         env = os.path.basename(target)
         return env if ID_RE.fullmatch(env) and os.path.basename(os.path.dirname(target)) == ENVS \
-            else target
+            else os.readlink(link)
     if os.path.lexists(link):
         raise EnvError(
             f"{link} is a real directory, not a link to an env (an ml-env made by hand, or changed "
@@ -193,9 +365,15 @@ def link_target(link):
 
 
 def switch_link(link, path):
-    """Point `link` at `path` with one rename (a symlink made beside it, then moved)."""
+    """Point `link` at `path` with one rename (a symlink made beside it, then moved); the temp
+    links a cut switch left beside it (`.<name>.<pid>`) are removed first."""
     if not os.path.isabs(path):
         raise EnvError(f"{path} is not absolute")
     link_target(link)
-    os.makedirs(os.path.dirname(link), mode=0o755, exist_ok=True)
+    parent, name = os.path.split(link)
+    os.makedirs(parent, mode=0o755, exist_ok=True)
+    temp = re.compile(re.escape(f".{name}.") + "[0-9]+")
+    for stale in os.listdir(parent):
+        if temp.fullmatch(stale) and os.path.islink(os.path.join(parent, stale)):
+            os.unlink(os.path.join(parent, stale))
     symlink_atomic(path, link)

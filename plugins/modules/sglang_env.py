@@ -18,8 +18,14 @@ description:
     named, unless C(rebuild=true). With C(packages) (a release's recorded set, C(name==version)
     lines only, checked by the one package line validator) and C(env), the env of that release
     is built again from its record with C(--no-deps).
-  - uv links the files from its cache (C(<base_dir>/envs/.uv-cache), on the envs' filesystem)
-    into each env, so a second env of nearly the same set costs little disk; pip copies.
+  - uv puts the files from its cache (C(<base_dir>/envs/.uv-cache), on the envs' filesystem)
+    into each env as C(link_mode) says (by default reflinks where the filesystem makes them,
+    copies elsewhere), so that an in-place edit of one env never reaches another env or the
+    cache; pip copies. The marker also records the env's tree (each file's size, mtime, inode
+    and mode), read again before a switch, so an edit made in place is named.
+  - Builds run under the envs lock, after C(recover) finished or undid what a cut run left
+    (an env moved aside for a rebuild is put back unless the rebuild finished, a build cut
+    short is removed).
   - M(sglang.deploy.sglang_release) switches the ml-env link (C(sglang_venv)) to a release's env
     with C(current), and removes the envs no release names.
 options:
@@ -68,6 +74,15 @@ options:
     description: Path of the uv binary (installer=uv).
     type: path
     default: uv
+  link_mode:
+    description:
+      - How uv puts files into the env (installer=uv). C(auto) reflinks where the envs'
+        filesystem makes them (btrfs, XFS) and copies elsewhere; C(hardlink) shares the files
+        with the cache and every env of the same packages (the least disk, but an in-place
+        edit of one env is an edit of all of them, and the tree check then refuses each).
+    type: str
+    choices: [auto, clone, copy, hardlink]
+    default: auto
   rebuild:
     description: Build again an env whose digest no longer matches its marker.
     type: bool
@@ -114,6 +129,10 @@ packages:
   description: The env's package set, sorted C(name==version) lines.
   type: list
   returned: always
+recovered:
+  description: What a cut run had left under C(envs/) and this task put back or removed.
+  type: list
+  returned: always
 """
 
 import datetime
@@ -123,15 +142,15 @@ import shutil
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_envs as envs
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_envs import (
-    MARKER, EnvError, check, digest, env_id, env_path, envs_dir, python_identity, spec_of)
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import write_atomic
+    MARKER, UV_CACHE, EnvError, check, digest, env_id, env_path, envs_dir, python_identity,
+    spec_of)
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import fsync_dir, write_atomic
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_packages import (
     PackageSetError, canonical, package_lines)
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_pip import installed
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import text_of
-
-UV_CACHE = ".uv-cache"
 
 
 def _run(argv, timeout, env=None):
@@ -148,12 +167,12 @@ def _run(argv, timeout, env=None):
     return text_of(proc.stdout)
 
 
-def install_commands(path, installer, uv, options, items, no_deps=()):
+def install_commands(path, installer, uv, options, items, no_deps=(), mode="copy"):
     """The installer's commands: `no_deps` (a subset of `items`) installed with --no-deps, then
-    the rest with their dependencies. uv links from its cache; pip copies."""
+    the rest with their dependencies. uv puts files from its cache by `mode`; pip copies."""
     python = os.path.join(path, "bin", "python")
     if installer == "uv":
-        base = [uv, "pip", "install", "--python", python, "--link-mode", "hardlink", *options]
+        base = [uv, "pip", "install", "--python", python, "--link-mode", mode, *options]
     else:
         base = [python, "-m", "pip", "--disable-pip-version-check", "install", *options]
     alone = [i for i in items if i in no_deps]
@@ -169,39 +188,48 @@ def missing(items, present):
 
 
 def build(base_dir, env, python, items, options, no_deps=(), installer="uv", uv="uv",
-          timeout=3600, record=None, run=None, only_missing=False):
-    """Make envs/<env>: venv, install, marker last.
+          timeout=3600, record=None, run=None, only_missing=False, mode="auto"):
+    """Make envs/<env> under the envs lock: venv, install, marker last.
 
-    An env already there (cut short, or changed and rebuilt on request: it may be the one that
-    serves) is moved aside first and put back if the build fails; a failure leaves no new env
-    behind. `only_missing`: install only what the fresh venv lacks (a recorded set)."""
-    run = run or _run
+    What a cut run left is recovered first. An env already there (changed, rebuilt on request:
+    it may be the one that serves) is moved aside as `<id>.replaced-<pid>` and put back if the
+    build fails, or by the next run's recovery if this one is killed; a failure leaves no new
+    env behind. `only_missing`: install only what the fresh venv lacks (a recorded set)."""
+    with envs.lock(base_dir):
+        envs.recover(base_dir)
+        return _build(base_dir, env, python, items, options, no_deps, installer, uv, timeout,
+                      record, run or _run, only_missing, envs.link_mode(base_dir, mode))
+
+
+def _build(base_dir, env, python, items, options, no_deps, installer, uv, timeout, record, run,
+           only_missing, mode):
     path = env_path(base_dir, env)
-    os.makedirs(envs_dir(base_dir), mode=0o755, exist_ok=True)
     aside = f"{path}.replaced-{os.getpid()}"
     if os.path.lexists(path):
         os.rename(path, aside)
+        fsync_dir(envs_dir(base_dir))
     child = dict(os.environ, UV_CACHE_DIR=os.path.join(envs_dir(base_dir), UV_CACHE))
     try:
         run([python, "-m", "venv", path], timeout)
         if only_missing:
             items = missing(items, installed(path)[1])
             no_deps = items
-        for argv in install_commands(path, installer, uv, options, items, no_deps):
+        for argv in install_commands(path, installer, uv, options, items, no_deps, mode):
             run(argv, timeout, child)
         packages = installed(path)[1]
-        marker = {"id": env, "digest": digest(path), "packages": packages,
+        marker = {"id": env, "digest": digest(path), "tree": envs.tree(path), "packages": packages,
                   "built": datetime.datetime.now(datetime.timezone.utc).strftime(
                       "%Y-%m-%dT%H:%M:%SZ"),
-                  "installer": installer, **(record or {})}
+                  "installer": installer, "link_mode": mode if installer == "uv" else "copy",
+                  **(record or {})}
         write_atomic(os.path.join(path, MARKER), json.dumps(marker, indent=2, sort_keys=True)
                      + "\n", 0o644)
     except BaseException:
-        shutil.rmtree(path, ignore_errors=True)
+        envs.discard(path, envs.trash_dir(base_dir))
         if os.path.lexists(aside):
             os.rename(aside, path)
         raise
-    shutil.rmtree(aside, ignore_errors=True)
+    envs.discard(aside, envs.trash_dir(base_dir))
     return marker
 
 
@@ -224,21 +252,23 @@ def present(p, check_mode=False, run=None):
             raise EnvError(f"the env planned ({p['env']}) is not the env these inputs define "
                            f"({env}): the Python or the install options changed during the run")
         record = {"from": "requirements", "requirements": sorted(items)}
+    if not check_mode:
+        with envs.lock(base_dir):
+            recovered = envs.recover(base_dir)
     state = check(base_dir, env)
-    result = {"id": env, "path": state["path"], "built": False, "changed": False}
+    result = {"id": env, "path": state["path"], "built": False, "changed": False,
+              "recovered": [] if check_mode else recovered}
     if state["complete"] and (state["intact"] or not p["rebuild"]):
         if not state["intact"]:
-            raise EnvError(
-                f"env {env} ({state['path']}) changed since it was built: its digest is "
-                f"{state['digest']}, its marker says {state['marker']['digest']} (something was "
-                "installed or removed in it); refused. Deploy with sglang_env_rebuild=true to "
-                "build it again")
+            raise EnvError(f"{envs.refusal(state)}; refused. Deploy with "
+                           "sglang_env_rebuild=true to build it again")
         return dict(result, digest=state["digest"], packages=state["marker"].get("packages", []))
     result.update(built=True, changed=True, digest=None, packages=[])
     if check_mode:
         return result
     marker = build(base_dir, env, python, items, options, no_deps, p["installer"], p["uv"],
-                   p["timeout"], record, run, only_missing=p["packages"] is not None)
+                   p["timeout"], record, run, only_missing=p["packages"] is not None,
+                   mode=p["link_mode"])
     return dict(result, digest=marker["digest"], packages=marker["packages"])
 
 
@@ -254,6 +284,7 @@ def main():
             "options": {"type": "list", "elements": "str", "default": []},
             "installer": {"type": "str", "choices": ["uv", "pip"], "default": "uv"},
             "uv": {"type": "path", "default": "uv"},
+            "link_mode": {"type": "str", "choices": list(envs.LINK_MODES), "default": "auto"},
             "rebuild": {"type": "bool", "default": False},
             "timeout": {"type": "int", "default": 3600},
         },

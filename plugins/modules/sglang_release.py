@@ -19,20 +19,28 @@ description:
     it (then by id), never by the id's timestamp, which a controller's wrong clock sets.
   - A release is only ever named by its directory, through one resolver that refuses
     anything but an id directly under C(releases/); C(current) must point at C(releases/<id>).
-  - C(state=active) points C(current) at a release (an atomic symlink swap) and records the
-    release it replaced; with C(env_link), the ml-env path people and tools know is pointed at
-    the release's env (C(envs/<id>), M(sglang.deploy.sglang_env)) in the same call, after the
-    env's digest is checked against the one recorded when it was built. Both are checked before
-    either changes; an env that is missing or changed, or a real directory at C(env_link)
-    (never deleted nor taken over), is refused with what to do. C(state=good) marks a release as proven to serve, C(state=failed)
-    as refused, with a C(reason).
+  - C(state=active) is the switch every change of the serving release goes through (a
+    deploy's activation, the automatic and the by-hand rollback, the move after an upgrade
+    plan). It verifies the target first, its files (and C(packages.txt)) against the sha256 its
+    manifest records and its env (C(envs/<id>), M(sglang.deploy.sglang_env)) complete, its
+    RECORDs and its tree as they were built; a changed file or env is refused by name and
+    nothing changes. Then, under the release and envs locks and after what a cut run left is
+    recovered, it links C(releases/<id>/env) to the env, points the ml-env path
+    (C(env_link)) at C(<base_dir>/current/env) once and for all, and swaps C(current) in one
+    rename. Cut anywhere, C(current) names the old or the new release and the ml-env path
+    leads to that release's env. A real directory at C(env_link) is never deleted nor taken
+    over. C(state=good) marks a release as proven to serve, C(state=failed) as refused, with a
+    C(reason).
   - C(state=info) lists the releases (in creation order) and names the newest good release
     other than C(current), the default rollback target, and the drift of C(current).
   - C(state=cleanup) keeps the newest C(keep_good) good releases and the newest C(keep_other)
     of the rest (failed, never proven), in creation order; C(current), the newest good
     release that is not current and releases whose manifest cannot be read are never deleted.
     The envs no release left names are removed with them (never the one C(env_link) points
-    at); the disk the envs take is returned, a hardlinked file counted once.
+    at), and the entries of uv's cache only they used. Every tree is renamed into a trash
+    directory before it is removed, so a cut cleanup never leaves half a release or half an
+    env; the next run empties the trash. The disk C(envs/) takes (envs and cache) and what the
+    cleanup freed are measured, a hardlinked file counted once.
   - C(state=packages) with C(packages) records the env's package set in the release
     (C(packages.txt)) and its sha256 in the manifest, with C(env) and C(env_digest) the env
     the release runs on; without C(packages) it reads the set back,
@@ -224,8 +232,17 @@ removed_envs:
   type: list
   returned: state is cleanup
 envs_disk_bytes:
-  description: Bytes the envs left take on disk, a hardlinked file counted once.
+  description: Bytes C(envs/) takes on disk after the cleanup (the envs and uv's cache), a
+    hardlinked file counted once.
   type: int
+  returned: state is cleanup
+freed_bytes:
+  description: Bytes the cleanup freed under C(envs/), measured before and after.
+  type: int
+  returned: state is cleanup
+removed_cache:
+  description: Entries of uv's cache removed with the envs that alone used them.
+  type: list
   returned: state is cleanup
 verified:
   description: Whether the set matched the sha256 its manifest records (false for a release
@@ -244,13 +261,21 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_envs as envs
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import flock_guard, symlink_atomic, write_atomic
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import (
+    discard, empty_trash, flock_guard, fsync_dir, symlink_atomic, write_atomic)
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_packages import PackageSetError, package_lines
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import read_bytes
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import redact_env_text
 
 MANIFEST = "manifest.json"
 PACKAGES = "packages.txt"
+# In each release that names an env: a relative link to it (../../envs/<id>). The ml-env link
+# (env_link) points at <base_dir>/current/env once and for all, so that moving `current` (one
+# rename) moves both: they always name the same release's env.
+ENV_LINK = "env"
+TRASH = ".trash"
+# Temp names the module's own writes use; a cut run leaves them, the next run removes them.
+TEMP_RE = re.compile(r"\.(manifest|packages|repair|env)\..*")
 PACKAGES_HEADER = "# The package set of the env this release runs on (sha256 in manifest.json).\n"
 # Written by the module only: results and meta may not set them.
 OWNED = ("id", "seq", "status", "files", "args_hash", "packages_sha256", "env", "env_digest")
@@ -339,6 +364,7 @@ def _write_json_atomic(path, data):
 
 def _serialised(base_dir):
     """Activations and status changes of one base dir happen one at a time (flock)."""
+    os.makedirs(base_dir, mode=0o755, exist_ok=True)
     return flock_guard(os.path.join(base_dir, ".release.lock"))
 
 
@@ -431,10 +457,13 @@ def _write_release(base_dir, release, files, manifest):
             path = os.path.join(tmp, f["name"])
             with open(path, "w", encoding="utf-8") as fh:
                 fh.write(f["content"])
+                fh.flush()
+                os.fsync(fh.fileno())
             os.chmod(path, int(str(f.get("mode", "0644")), 8))
         _write_json_atomic(os.path.join(tmp, MANIFEST), manifest)
         os.chmod(tmp, 0o755)
         os.rename(tmp, _path(base_dir, release))
+        fsync_dir(releases)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -458,6 +487,12 @@ def prepare(base_dir, stamp, files, meta, check_mode=False):
                   diff=diff(base_dir, current, files, meta, manifest))
     if check_mode:
         return result
+    with _serialised(base_dir):
+        recover(base_dir)
+        return _create(base_dir, release, digest, files, manifest, result)
+
+
+def _create(base_dir, release, digest, files, manifest, result):
     final = _path(base_dir, release)
     if os.path.isdir(final):
         existing = read_manifest(base_dir, release)
@@ -502,41 +537,86 @@ def _repair(base_dir, release, manifest, files, result, check_mode):
     return result
 
 
+def verify(base_dir, release, manifest):
+    """Refuse a release whose files differ from what its manifest records (a `launch` or config
+    rewritten after it was made would run as the service's user, root by default), naming each
+    file and what changed."""
+    found = drift(base_dir, release, manifest)
+    expected = manifest.get("packages_sha256")
+    if expected and _sha256(os.path.join(_path(base_dir, release), PACKAGES)) != expected:
+        found.append({"file": PACKAGES, "change": "content changed"})
+    if found:
+        raise ReleaseError(
+            f"release {release} was changed after it was made: "
+            + ", ".join(f"{release_path(base_dir, release)}/{d['file']} ({d['change']})"
+                        for d in found)
+            + "; refused, nothing was switched or restarted. Deploy again (a new release) "
+            "or roll back to another release")
+
+
 def _env_to_link(base_dir, manifest, env_link, check_mode=False):
-    """(env id, env path) that `env_link` must point at for this release, checked, or (None,
-    None): no link asked, or a release that names no env. In check mode an env not built yet
+    """(env id, env path) of the release's env, checked (complete, its RECORDs and its tree as
+    built), or (None, None) for a release that names no env. In check mode an env not built yet
     is the one the step before would have built."""
     env = manifest.get("env")
-    if not env_link or not env:
+    if not env:
         return None, None
     state = envs.check(base_dir, env)
     if check_mode and not state["exists"]:
-        envs.link_target(env_link)
         return env, state["path"]
     if not state["complete"]:
         raise ReleaseError(f"release {manifest['id']} runs on env {env}, which is not built under "
                            f"{envs.envs_dir(base_dir)}: build it (a rollback rebuilds it from "
                            "the release's packages.txt)")
     if not state["intact"]:
-        raise ReleaseError(
-            f"env {env} ({state['path']}) changed since it was built: its digest is "
-            f"{state['digest']}, it was built as {state['marker']['digest']} (something was "
-            "installed or removed in it); refused, nothing was switched. Run again with "
-            "sglang_env_rebuild=true to build it again from its record")
-    envs.link_target(env_link)
+        raise ReleaseError(f"{envs.refusal(state)}; refused, nothing was switched. Run again "
+                           "with sglang_env_rebuild=true to build it again from its record")
     return env, state["path"]
 
 
+def env_link_target(base_dir):
+    """Where the ml-env link points, always: the env of the release `current` names."""
+    return os.path.join(os.path.abspath(base_dir), "current", ENV_LINK)
+
+
+def _release_env_wanted(env):
+    return os.path.join("..", "..", envs.ENVS, env)
+
+
+def _release_env_ok(base_dir, release, env):
+    link = os.path.join(_path(base_dir, release), ENV_LINK)
+    return os.path.islink(link) and os.readlink(link) == _release_env_wanted(env)
+
+
+def _link_release_env(base_dir, release, env):
+    """releases/<id>/env -> ../../envs/<env> (relative: a moved base dir keeps it)."""
+    if env and not _release_env_ok(base_dir, release, env):
+        symlink_atomic(_release_env_wanted(env), os.path.join(_path(base_dir, release), ENV_LINK))
+
+
+def _env_link_ok(env_link, base_dir):
+    return os.path.islink(env_link) and os.readlink(env_link) == env_link_target(base_dir)
+
+
 def activate(base_dir, release, check_mode=False, env_link=None):
-    """Point `current` at `release` with an atomic rename, and `env_link` at its env."""
+    """The switch: every change of the release a host serves goes through it.
+
+    The target is verified first (its files against its manifest, its env complete and as
+    built); then, under the release and envs locks, after what a cut run left is recovered:
+    the release's env link is made, the ml-env link (`env_link`) made to lead through
+    `current`, and `current` swapped in one rename. Cut anywhere, `current` names the old or the
+    new release, and the ml-env link leads to that release's env."""
     manifest = _require(base_dir, release)
+    verify(base_dir, release, manifest)
     current = read_current(base_dir)
-    env, env_dir = _env_to_link(base_dir, manifest, env_link, check_mode)
-    linked = envs.link_target(env_link) if env else None
+    env, _ = _env_to_link(base_dir, manifest, env_link, check_mode)
+    linked = envs.link_target(env_link) if env_link else None
+    relink = bool(env and env_link and not _env_link_ok(env_link, base_dir))
     result = {"current": current, "release": release, "path": _path(base_dir, release),
-              "created": False, "changed": current != release or linked != env,
-              "manifest": manifest}
-    if env:
+              "created": False, "manifest": manifest,
+              "changed": current != release or relink
+              or bool(env and not _release_env_ok(base_dir, release, env))}
+    if env_link and env:
         result["env_linked"] = linked
     if current != release and current:
         names = sorted(manifest.get("files", {}))
@@ -545,14 +625,56 @@ def activate(base_dir, release, check_mode=False, env_link=None):
         result["diff"] = diff(base_dir, current, target, META_DIFF_KEYS, manifest, release)
     if not result["changed"] or check_mode:
         return result
-    with _serialised(base_dir):
-        current = read_current(base_dir)
-        if current != release:
-            manifest = _point_current(base_dir, release, current)
-        if env and linked != env:
-            envs.switch_link(env_link, env_dir)
-    result.update(manifest=manifest, current=current)
+    with _serialised(base_dir), envs.lock(base_dir):
+        recover(base_dir)
+        result["manifest"] = _switch(base_dir, release, env if env_link else None, env_link)
     return result
+
+
+def _switch(base_dir, release, env, env_link):
+    """The file operations of a switch, in the one order that keeps every cut consistent."""
+    manifest = _require(base_dir, release)
+    verify(base_dir, release, manifest)
+    _env_to_link(base_dir, manifest, env_link)
+    current = read_current(base_dir)
+    _link_release_env(base_dir, release, manifest.get("env"))
+    cur_env = (read_manifest(base_dir, current) or {}).get("env") if current else None
+    if current:
+        _link_release_env(base_dir, current, cur_env)
+    # Through current: before the swap when the serving release has its env link (or nothing
+    # serves yet), else after it (a release made before envs has none to lead to).
+    early = env and (current is None or cur_env)
+    if early and not _env_link_ok(env_link, base_dir):
+        envs.switch_link(env_link, env_link_target(base_dir))
+    if current != release:
+        manifest = _point_current(base_dir, release, current)
+    if env and not early and not _env_link_ok(env_link, base_dir):
+        envs.switch_link(env_link, env_link_target(base_dir))
+    return manifest
+
+
+def recover(base_dir):
+    """What a cut run left under the base dir (call it under the release lock): the temp names
+    of the module's own writes, a release directory not yet renamed into place, a removal cut
+    short. Removed; returns their names."""
+    done = []
+    for name in os.listdir(base_dir) if os.path.isdir(base_dir) else []:
+        if name.startswith(".current."):
+            os.unlink(os.path.join(base_dir, name))
+            done.append(name)
+    releases = os.path.join(base_dir, "releases")
+    done += empty_trash(os.path.join(base_dir, TRASH))
+    for name in os.listdir(releases) if os.path.isdir(releases) else []:
+        path = os.path.join(releases, name)
+        if name.startswith(".") and os.path.isdir(path) \
+                and not os.path.islink(path):
+            shutil.rmtree(path)
+            done.append(name)
+        elif ID_RE.fullmatch(name) and os.path.isdir(path) and not os.path.islink(path):
+            for temp in (t for t in os.listdir(path) if TEMP_RE.fullmatch(t)):
+                os.unlink(os.path.join(path, temp))
+                done.append(f"{name}/{temp}")
+    return done
 
 
 def _point_current(base_dir, release, current):
@@ -715,23 +837,45 @@ def _unnamed_envs(base_dir, kept, env_link):
 def cleanup(base_dir, keep_good=5, keep_other=3, check_mode=False, env_link=None):
     """Delete the oldest releases beyond the limits; never current or the rollback target,
     never a release whose manifest cannot be read (it may have been good). The envs no kept
-    release names go with them, never the one `env_link` points at."""
+    release names go with them, never the one `env_link` points at, and so does the share of
+    uv's cache that only they used. Each tree is renamed into a trash directory before it is
+    removed, so a cut cleanup leaves whole trees or none; the next run empties the trash.
+    `freed_bytes` is measured (du before and after, a hardlinked file once), not estimated."""
     if keep_good < 0 or keep_other < 0:
         raise ReleaseError("keep_good and keep_other must be 0 or more")
+    if check_mode:
+        return _cleanup(base_dir, keep_good, keep_other, True, env_link)
+    with _serialised(base_dir), envs.lock(base_dir):
+        recover(base_dir)
+        envs.recover(base_dir)
+        return _cleanup(base_dir, keep_good, keep_other, False, env_link)
+
+
+def _cleanup(base_dir, keep_good, keep_other, check_mode, env_link):
     state = info(base_dir)
     doomed = _doomed(state, keep_good, keep_other)
     kept = [m for m in state["releases"] if m["id"] not in doomed]
     doomed_envs = _unnamed_envs(base_dir, kept, env_link)
+    left = [e for e in envs.listing(base_dir) if e not in doomed_envs]
+    before = envs.disk_usage([envs.envs_dir(base_dir)])
     if not check_mode:
         for release in doomed:
-            shutil.rmtree(release_path(base_dir, release))
+            discard(release_path(base_dir, release), os.path.join(base_dir, TRASH))
         for env in doomed_envs:
-            shutil.rmtree(envs.env_path(base_dir, env))
-    left = [envs.env_path(base_dir, e) for e in envs.listing(base_dir) if e not in doomed_envs]
-    return {"changed": bool(doomed or doomed_envs), "removed": doomed, "current": state["current"],
-            "kept": [m["id"] for m in kept], "removed_envs": doomed_envs,
-            "envs_disk_bytes": envs.disk_usage(left),
+            discard(envs.env_path(base_dir, env), envs.trash_dir(base_dir))
+    cache = envs.reclaim_cache(base_dir, _packages_of(base_dir, left), check_mode)
+    after = envs.disk_usage([envs.envs_dir(base_dir)])
+    return {"changed": bool(doomed or doomed_envs or cache), "removed": doomed,
+            "current": state["current"], "kept": [m["id"] for m in kept],
+            "removed_envs": doomed_envs, "removed_cache": cache,
+            "envs_disk_bytes": after, "freed_bytes": before - after,
             "unreadable": [m["id"] for m in state["releases"] if m.get("status") == "unreadable"]}
+
+
+def _packages_of(base_dir, kept_envs):
+    """The package lines of the kept envs (their markers)."""
+    return [line for env in kept_envs
+            for line in (envs.read_marker(envs.env_path(base_dir, env)) or {}).get("packages", [])]
 
 
 def _path(base_dir, release):

@@ -51,7 +51,7 @@ def _wheels(tmp_path):
 def _params(base, wheels, **kw):
     return {"base_dir": str(base), "python": sys.executable, "requirements": ["sglang==0.5.23"],
             "packages": None, "env": None, "no_deps": True, "installer": "uv", "uv": UV,
-            "rebuild": False, "timeout": 300,
+            "rebuild": False, "timeout": 300, "link_mode": "auto",
             "options": ["--no-index", "--find-links", str(wheels), "--offline"], **kw}
 
 
@@ -166,28 +166,94 @@ def test_a_failed_rebuild_puts_the_env_that_was_there_back(tmp_path, wheels):
                                packages=["sglang==9.9.9"]))
     # The env that was there (it may be the one that serves) is back as it was.
     assert envs.digest(str(path)) == changed and envs.read_marker(str(path))
-    assert sorted(os.listdir(base / "envs")) == sorted([".uv-cache", first["id"]])
+    assert [n for n in os.listdir(base / "envs") if not n.startswith(".")] == [first["id"]]
+    assert not (base / "envs" / ".trash").exists()
 
 
-def test_uv_links_from_its_cache_so_a_second_env_costs_little(tmp_path, wheels):
+def _module_file(env):
+    return next(Path(env["path"]).glob("lib/python*/site-packages/sglang/__init__.py"))
+
+
+def test_an_edit_in_place_reaches_no_other_env_nor_the_cache_and_is_named(tmp_path, wheels):
     base = tmp_path / "base"
     one = envmod.present(_params(base, wheels))
-    alone = envs.disk_usage([one["path"]])
     two = envmod.present(_params(base, wheels, requirements=["sglang==0.5.23", "extra==1.0"]))
-    both = envs.disk_usage([one["path"], two["path"]])
-    module = next(Path(one["path"]).glob("lib/python*/site-packages/sglang/__init__.py"))
-    twin = next(Path(two["path"]).glob("lib/python*/site-packages/sglang/__init__.py"))
-    assert module.stat().st_ino == twin.stat().st_ino  # the same file, linked from uv's cache
-    assert both < 2 * alone
+    assert envs.read_marker(one["path"])["link_mode"] in ("copy", "clone")
+    cached = next((base / "envs" / ".uv-cache").glob("archive-v*/*/sglang/__init__.py"))
+    before = {p: p.read_bytes() for p in (_module_file(two), cached)}
+    # A hot-fix as root would make it: written in place (the same inode), not replaced.
+    with open(_module_file(one), "r+b") as fh:
+        fh.seek(0)
+        fh.write(b"y")
+    assert {p: p.read_bytes() for p in before} == before  # the other env and the cache as built
+    assert envs.check(str(base), two["id"])["intact"]
+    edited = envs.check(str(base), one["id"])
+    assert not edited["intact"] and edited["digest"] == one["digest"]  # RECORDs cannot see it
+    assert edited["changed"] == ["lib/python3.11/site-packages/sglang".replace(
+        "python3.11", f"python{sys.version_info[0]}.{sys.version_info[1]}")]
+    with pytest.raises(envmod.EnvError, match="files changed in place in .*site-packages/sglang"):
+        envmod.present(_params(base, wheels))
+
+
+def test_hardlinks_asked_by_name_share_the_files_and_the_check_names_every_env(tmp_path, wheels):
+    base = tmp_path / "base"
+    one = envmod.present(_params(base, wheels, link_mode="hardlink"))
+    two = envmod.present(_params(base, wheels, link_mode="hardlink",
+                                 requirements=["sglang==0.5.23", "extra==1.0"]))
+    assert _module_file(one).stat().st_ino == _module_file(two).stat().st_ino
+    assert envs.disk_usage([one["path"], two["path"]]) < 2 * envs.disk_usage([one["path"]])
+    with open(_module_file(one), "r+b") as fh:
+        fh.write(b"y")
+    os.utime(_module_file(one), ns=(1, 1))
+    assert not envs.check(str(base), one["id"])["intact"]
+    assert not envs.check(str(base), two["id"])["intact"]  # the same inode: both are named
+
+
+def test_auto_takes_copies_where_the_filesystem_makes_no_reflink(tmp_path):
+    assert envs.link_mode(str(tmp_path), "hardlink") == "hardlink"
+    assert envs.link_mode(str(tmp_path)) in ("copy", "clone")
+    assert [n for n in os.listdir(tmp_path / "envs")] == []  # the probe leaves nothing
+
+
+def test_a_rebuild_killed_midway_is_put_back_by_the_next_run(tmp_path, wheels):
+    base = tmp_path / "base"
+    first = envmod.present(_params(base, wheels))
+    path = Path(first["path"])
+    # What a kill during a rebuild leaves: the env aside, a half-built one in its place.
+    os.rename(path, f"{path}.replaced-4242")
+    (path / "bin").mkdir(parents=True)
+    again = envmod.present(_params(base, wheels))
+    assert not again["built"] and again["digest"] == first["digest"]
+    assert again["recovered"] == [f"put {first['id']}.replaced-4242 back as {first['id']} "
+                                  "(its rebuild was cut short)"]
+    # ...and when the rebuild had finished (its marker written), the one aside goes.
+    shutil.copytree(path, f"{path}.replaced-4243", symlinks=True)
+    assert envmod.present(_params(base, wheels))["recovered"] == [
+        f"removed {first['id']}.replaced-4243 (its rebuild finished)"]
+    assert [n for n in os.listdir(base / "envs") if not n.startswith(".")] == [first["id"]]
+
+
+def test_the_cache_share_of_envs_no_longer_kept_is_reclaimed(tmp_path, wheels):
+    base = tmp_path / "base"
+    one = envmod.present(_params(base, wheels))
+    envmod.present(_params(base, wheels, requirements=["sglang==0.5.15", "extra==1.0"]))
+    cache = base / "envs" / ".uv-cache"
+    assert len(list(cache.glob("archive-v*/*/extra-1.0.dist-info"))) == 1
+    planned = envs.reclaim_cache(str(base), one["packages"], check_mode=True)
+    assert len(planned) == 2 and list(cache.glob("archive-v*/*/extra-1.0.dist-info"))
+    assert envs.reclaim_cache(str(base), one["packages"]) == planned
+    assert not list(cache.glob("archive-v*/*/extra-1.0.dist-info"))
+    assert not list(cache.glob("archive-v*/*/sglang-0.5.15.dist-info"))
+    assert list(cache.glob("archive-v*/*/sglang-0.5.23.dist-info"))  # the kept env's share
 
 
 def test_no_deps_is_for_the_pin_alone():
     commands = envmod.install_commands("/e", "uv", "/uv", ["--no-index"],
                                        ["sglang==0.5.23", "standin==0.1"], ["sglang==0.5.23"])
     assert commands == [
-        ["/uv", "pip", "install", "--python", "/e/bin/python", "--link-mode", "hardlink",
+        ["/uv", "pip", "install", "--python", "/e/bin/python", "--link-mode", "copy",
          "--no-index", "--no-deps", "sglang==0.5.23"],
-        ["/uv", "pip", "install", "--python", "/e/bin/python", "--link-mode", "hardlink",
+        ["/uv", "pip", "install", "--python", "/e/bin/python", "--link-mode", "copy",
          "--no-index", "standin==0.1"]]
     assert envmod.install_commands("/e", "pip", "/uv", [], ["a==1"]) == [
         ["/e/bin/python", "-m", "pip", "--disable-pip-version-check", "install", "a==1"]]

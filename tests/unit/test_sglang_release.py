@@ -352,33 +352,45 @@ def with_env(base, env, config):
     return prepared["release"]
 
 
+def envs_listing(base):
+    return sorted(n for n in os.listdir(base / "envs") if not n.startswith("."))
+
+
+def leads_to(link):
+    """The env the ml-env link leads to (through current/env)."""
+    return os.path.basename(os.path.realpath(link))
+
+
 def test_activation_points_the_ml_env_link_at_the_release_env(tmp_path):
     link = tmp_path / "ml-env"
     one = with_env(tmp_path, ENV_A, "a: 1\n")
     out = rel.activate(str(tmp_path), one, env_link=str(link))
     assert out["changed"] and out["env_linked"] is None
-    assert os.readlink(link) == str(tmp_path / "envs" / ENV_A)
+    # Once and for all through current: moving current (one rename) moves the ml-env with it.
+    assert os.readlink(link) == str(tmp_path / "current" / "env") and leads_to(link) == ENV_A
+    assert os.readlink(tmp_path / "releases" / one / "env") == f"../../envs/{ENV_A}"
     two = with_env(tmp_path, ENV_B, "a: 2\n")
     out = rel.activate(str(tmp_path), two, env_link=str(link))
-    assert out["env_linked"] == ENV_A and os.readlink(link) == str(tmp_path / "envs" / ENV_B)
+    assert out["env_linked"] == ENV_A and leads_to(link) == ENV_B
     assert rel.info(str(tmp_path))["releases"][0]["env_ready"]
     # Back: a switch, nothing else.
     out = rel.activate(str(tmp_path), one, env_link=str(link))
-    assert out["changed"] and os.readlink(link) == str(tmp_path / "envs" / ENV_A)
+    assert out["changed"] and leads_to(link) == ENV_A
     assert not rel.activate(str(tmp_path), one, env_link=str(link))["changed"]
 
 
-def test_a_link_drifted_alone_is_switched_back_without_touching_current(tmp_path):
+def test_a_link_of_the_layout_before_or_of_a_moved_base_is_pointed_through_current(tmp_path):
     link = tmp_path / "ml-env"
     one = with_env(tmp_path, ENV_A, "a: 1\n")
     rel.activate(str(tmp_path), one, env_link=str(link))
     manifest = rel.read_manifest(str(tmp_path), one)
     make_env(tmp_path, ENV_B)
-    link.unlink()
-    link.symlink_to(tmp_path / "envs" / ENV_B)
-    out = rel.activate(str(tmp_path), one, env_link=str(link))
-    assert out["changed"] and out["env_linked"] == ENV_B
-    assert os.readlink(link) == str(tmp_path / "envs" / ENV_A)
+    for old in (tmp_path / "envs" / ENV_B, tmp_path / "old-base" / "current" / "env"):
+        link.unlink()
+        link.symlink_to(old)
+        out = rel.activate(str(tmp_path), one, env_link=str(link))
+        assert out["changed"] and leads_to(link) == ENV_A
+        assert os.readlink(link) == str(tmp_path / "current" / "env")
     assert rel.read_manifest(str(tmp_path), one)["activated"] == manifest["activated"]
 
 
@@ -410,8 +422,7 @@ def test_a_changed_or_missing_env_is_refused_before_anything_changes(tmp_path):
     shutil.rmtree(tmp_path / "envs" / ENV_B)
     with pytest.raises(rel.ReleaseError, match="not built"):
         rel.activate(str(tmp_path), two, env_link=str(link))
-    assert rel.read_current(str(tmp_path)) == one
-    assert os.readlink(link) == str(tmp_path / "envs" / ENV_A)
+    assert rel.read_current(str(tmp_path)) == one and leads_to(link) == ENV_A
     assert not rel.info(str(tmp_path))["releases"][1]["env_ready"]
 
 
@@ -429,8 +440,8 @@ def test_cleanup_removes_the_envs_no_kept_release_names(tmp_path):
     done = rel.cleanup(str(tmp_path), 0, 0, env_link=str(link))
     # keep_good 0: still current (B) and the rollback target (A) stay, with their envs.
     assert done["removed"] == [] and done["removed_envs"] == [ENV_C]
-    assert sorted(os.listdir(tmp_path / "envs")) == [ENV_A, ENV_B]
-    assert done["envs_disk_bytes"] > 0
+    assert envs_listing(tmp_path) == [ENV_A, ENV_B]
+    assert done["envs_disk_bytes"] > 0 and done["freed_bytes"] > 0
 
 
 def test_the_env_recorded_with_the_package_set(tmp_path):
@@ -441,3 +452,32 @@ def test_the_env_recorded_with_the_package_set(tmp_path):
     assert read["packages"] == ["sglang==0.5.23"] and read["verified"]
     with pytest.raises(rel.ReleaseError, match="may not set"):
         rel.mark(str(tmp_path), one, "good", results={"env": "x"})
+
+
+@pytest.mark.parametrize("edit", ["config.yaml", "packages.txt"])
+def test_a_target_changed_after_it_was_made_is_refused_by_name_and_nothing_switches(tmp_path,
+                                                                                     edit):
+    link = tmp_path / "ml-env"
+    one = with_env(tmp_path, ENV_A, "a: 1\n")
+    rel.activate(str(tmp_path), one, env_link=str(link))
+    two = with_env(tmp_path, ENV_B, "a: 2\n")
+    target = tmp_path / "releases" / two / edit
+    target.write_text(target.read_text() + "# a hot-fix\n")
+    with pytest.raises(rel.ReleaseError, match=rf"{two}/{edit} \(content changed\).*nothing was "
+                                               "switched or restarted"):
+        rel.activate(str(tmp_path), two, env_link=str(link))
+    assert rel.read_current(str(tmp_path)) == one and leads_to(link) == ENV_A
+
+
+def test_a_cleanup_cut_short_leaves_whole_trees_and_the_next_run_empties_the_trash(tmp_path):
+    link = tmp_path / "ml-env"
+    one = with_env(tmp_path, ENV_A, "a: 1\n")
+    rel.activate(str(tmp_path), one, env_link=str(link))
+    # What a killed cleanup leaves: a tree renamed into the trash, half removed.
+    half = tmp_path / ".trash" / "x.1" / "tree"
+    half.mkdir(parents=True)
+    (tmp_path / "releases" / f".{one}.tmp").mkdir()  # a release write cut before its rename
+    (tmp_path / ".current.999").symlink_to("releases/nowhere")
+    done = rel.cleanup(str(tmp_path), 5, 3, env_link=str(link))
+    assert not (tmp_path / ".trash").exists() and not (tmp_path / ".current.999").exists()
+    assert os.listdir(tmp_path / "releases") == [one] and done["removed"] == []
