@@ -16,7 +16,7 @@ DEMO_HOST ?= sglang-demo
 IMAGE ?= localhost/sglang-deploy-host:bookworm
 
 .PHONY: setup host-packages image wheelhouse-full check check-steps lint sanity collection \
-  collection-test unit unit-check integration bench molecule test test-steps test-serial demo \
+  collection-test unit unit-check crash integration bench molecule test test-steps test-serial demo \
   demo-clean
 
 # The controller's tools in a venv (requirements.txt): no root.
@@ -41,7 +41,7 @@ image: host-packages
 check:
 	@bash scripts/tree-unchanged.sh $(MAKE) --no-print-directory -j2 --output-sync=target check-steps
 
-check-steps: lint unit-check
+check-steps: lint unit-check crash
 
 lint: setup
 	yamllint .
@@ -68,6 +68,11 @@ collection-test: collection
 # examples (the `check` profile), two processes (pytest-xdist).
 unit-check: setup
 	pytest tests/unit -n auto -m "not network" --hypothesis-profile=check
+
+# Every crash point of the switch, the env build and rebuild, and the cleanup, cut by a kill,
+# ENOSPC and EROFS, then the next run: the invariants of docs/design.md#the-switch, summarised.
+crash: setup
+	python tests/support/crash_points.py
 
 # Every unit test, every example (the `full` profile), the downloads included.
 unit: setup
@@ -101,7 +106,7 @@ test-steps: setup
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-serial molecule
 
 test-serial: setup
-	$(MAKE) --no-print-directory -j1 lint sanity collection-test unit integration bench
+	$(MAKE) --no-print-directory -j1 lint sanity collection-test unit crash integration bench
 
 demo: setup image
 	bash scripts/build-wheelhouse.sh >/dev/null

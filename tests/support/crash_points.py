@@ -1,0 +1,363 @@
+"""Crash points of the switch, the env build and rebuild, and the cleanup, enumerated.
+
+As the crash-consistency studies of applications do (ALICE, CrashMonkey): run an operation once
+to count its file operations (rename, replace, symlink, unlink, mkdir, rmdir, every open for
+writing, and the installer's process, before and halfway through its files); then, for each
+operation k and each fault kind, run it again in a child process that meets the fault at k:
+
+- kill: the process ends there (os._exit: no finally, no except, as SIGKILL or the OOM killer);
+- ENOSPC, EROFS: the operation fails with that error and the code handles it as it does.
+
+Each resulting state is checked as a reboot would find it (CUT_INVARIANTS), then the next run
+(the same deploy, rollback or cleanup run again, without faults) and its result are checked
+(NEXT_INVARIANTS). The real module code runs; only the installer is a stand-in that writes a
+venv's files (uv is not what is tested here; tests/unit/test_sglang_env.py runs the real one).
+
+Run: python tests/support/crash_points.py  (prints the summary; exit 1 on any violation).
+"""
+
+import builtins
+import errno
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from support import ROOT  # noqa: E402,F401  (puts the collection on sys.path)
+
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_envs as envs  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.modules import sglang_env as envmod  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.modules import sglang_release as rel  # noqa: E402
+
+FAULTS = ("kill", "ENOSPC", "EROFS")
+KILLED = 86
+PY = "python3.11"
+ENV_A, ENV_B, ENV_C = "a" * 16, "b" * 16, "c" * 16
+
+CUT_INVARIANTS = {
+    "S1": "current names a release whose files match its manifest (what a reboot starts)",
+    "S2": "the ml-env link leads to the env of the release current names",
+    "S3": "the env of the release current names is complete and as built",
+    "S4": "current names the release before the operation or its target, nothing else",
+}
+NEXT_INVARIANTS = {
+    "N1": "every directory under envs/ is complete (marker) after the next run",
+    "N2": "no temp name, trash or half tree is left after the next run",
+    "N3": "the next run reaches the operation's target",
+    "N4": "cleanup frees what it reports (du before and after, hardlinks once)",
+    "N5": "no env a kept release names, and no kept release, was removed",
+}
+
+
+# --- the stand-in installer: a venv's files, as uv or pip would leave them -------------------
+
+def _site(path):
+    return os.path.join(path, "lib", PY, "site-packages")
+
+
+def _installed(path):
+    site = _site(path)
+    names = os.listdir(site) if os.path.isdir(site) else []
+    return bool(names), sorted("==".join(n[:-len(".dist-info")].rsplit("-", 1))
+                               for n in names if n.endswith(".dist-info"))
+
+
+def _install(path, item, cache):
+    name, version = item.split("==")
+    site = _site(path)
+    os.makedirs(os.path.join(site, name), exist_ok=True)
+    with open(os.path.join(site, name, "__init__.py"), "w", encoding="utf-8") as fh:
+        fh.write(f"VERSION = {version!r}\n")
+    dist = os.path.join(site, f"{name}-{version}.dist-info")
+    os.makedirs(dist, exist_ok=True)
+    with open(os.path.join(dist, "RECORD"), "w", encoding="utf-8") as fh:
+        fh.write(f"{name}/__init__.py,,\n{name}-{version}.dist-info/RECORD,,\n")
+    if cache:
+        entry = os.path.join(cache, "archive-v0", f"{name}-{version}")
+        os.makedirs(os.path.join(entry, f"{name}-{version}.dist-info"), exist_ok=True)
+        with open(os.path.join(entry, "payload"), "wb") as fh:
+            fh.write(b"\0" * 8192)
+
+
+def fake_run(argv, timeout, env=None):
+    """The installer's process: `python -m venv PATH`, or an install of name==version items."""
+    del timeout
+    if argv[1:3] == ["-m", "venv"]:
+        os.makedirs(os.path.join(argv[3], "bin"))
+        with open(os.path.join(argv[3], "pyvenv.cfg"), "w", encoding="utf-8") as fh:
+            fh.write("home = /usr/bin\n")
+        return ""
+    _tick("installer")
+    path = os.path.dirname(os.path.dirname(argv[argv.index("--python") + 1]))
+    items = [a for a in argv if "==" in a and not a.startswith("-")]
+    for i, item in enumerate(items):
+        if i == len(items) // 2:
+            _tick("installer (halfway)")
+        _install(path, item, (env or {}).get("UV_CACHE_DIR"))
+    return ""
+
+
+envmod.installed = _installed
+# The cuts are process deaths and failed calls, not power losses: the page cache survives them,
+# so the harness need not wait for the disk (fsync is for power losses, see sglang_files).
+os.fsync = lambda fd: None
+
+
+# --- fault injection -------------------------------------------------------------------------
+
+class _Plan:
+    at = None
+    fault = None
+    seen = []
+
+
+def _tick(what):
+    _Plan.seen.append(what)
+    if _Plan.at is not None and len(_Plan.seen) == _Plan.at:
+        if _Plan.fault == "kill":
+            os._exit(KILLED)
+        code = getattr(errno, _Plan.fault)
+        raise OSError(code, os.strerror(code))
+
+
+def _writes(_file, mode="r", *_a, **_k):
+    return any(c in str(mode) for c in "wax+")
+
+
+def _os_open_writes(_path, flags, *_a, **_k):
+    return bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
+
+
+def _wrap(owner, name, when=None):
+    """Count (and fault) each call of owner.name that `when(*args, **kwargs)` says writes."""
+    real = getattr(owner, name)
+
+    def wrapped(*args, **kwargs):
+        if when is None or when(*args, **kwargs):
+            _tick(name)
+        return real(*args, **kwargs)
+    setattr(owner, name, wrapped)
+
+
+def _arm():
+    for name in ("rename", "replace", "symlink", "unlink", "mkdir", "rmdir", "link"):
+        _wrap(os, name)
+    _wrap(os, "open", _os_open_writes)
+    _wrap(builtins, "open", _writes)
+
+
+def _in_child(operation, at, fault):
+    """Run `operation` in a child that meets `fault` at file operation `at` (None: count);
+    returns (exit kind, the operations seen)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        _Plan.at, _Plan.fault, _Plan.seen = at, fault, []
+        code = 0
+        try:
+            _arm()
+            operation()
+        except BaseException:  # noqa: B036 - the child reports, whatever happened
+            code = 1
+        with os.fdopen(write, "w") as out:
+            out.write(json.dumps(_Plan.seen))
+        os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as src:
+        seen = json.loads(src.read() or "[]")
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    return {0: "ok", 1: "error", KILLED: "killed"}.get(code, f"exit {code}"), seen
+
+
+# --- the scenarios: a host as a deploy leaves it, then one operation -------------------------
+
+def _env(base, env, items):
+    return envmod.build(str(base), env, sys.executable, items, [], installer="uv", uv="uv",
+                        run=fake_run, mode="copy")
+
+
+def _release(base, env, config, stamp="20261201T000000Z"):
+    files = [{"name": "config.yaml", "content": config},
+             {"name": "launch", "content": f"#!/bin/sh\nexec {base}/envs/{env}/bin/python\n",
+              "mode": "0755"}]
+    made = rel.prepare(str(base), stamp, files, {"sglang_version": "0.5.23"})["release"]
+    marker = envs.read_marker(envs.env_path(str(base), env))
+    rel.packages(str(base), made, marker["packages"],
+                 env={"env": env, "env_digest": marker["digest"]})
+    return made
+
+
+class Host:
+    """A base dir with release A (good, serving on env A) and B (on env B), the ml-env link."""
+
+    def __init__(self, root, old_layout=False):
+        self.base = Path(root) / "base"
+        self.link = Path(root) / "ml-env"
+        _env(self.base, ENV_A, ["sglang==0.5.23", "torch==2.14.1"])
+        _env(self.base, ENV_B, ["sglang==0.5.22", "torch==2.14.1"])
+        self.a = _release(self.base, ENV_A, "a: 1\n")
+        self.b = _release(self.base, ENV_B, "b: 1\n", "20261201T000001Z")
+        rel.activate(str(self.base), self.a, env_link=str(self.link))
+        rel.mark(str(self.base), self.a, "good")
+        rel.mark(str(self.base), self.b, "good")
+        if old_layout:  # as the version before left it: the ml-env link straight to envs/<id>
+            os.unlink(self.link)
+            os.symlink(str(self.base / "envs" / ENV_A), self.link)
+            os.unlink(self.base / "releases" / self.a / "env")
+
+
+def _switch(host, target):
+    return lambda: rel.activate(str(host.base), target, env_link=str(host.link))
+
+
+def _cleanup(host):
+    return lambda: rel.cleanup(str(host.base), 0, 0, env_link=str(host.link))
+
+
+SCENARIOS = {
+    # name: (setup(host) -> (operation, the target release, the env it must leave complete))
+    "deploy: switch to a new release": lambda h: (_switch(h, h.b), h.b, None),
+    "deploy: switch from the layout before": lambda h: (_switch(h, h.b), h.b, None),
+    "rollback: switch back": lambda h: (
+        rel.activate(str(h.base), h.b, env_link=str(h.link)) and _switch(h, h.a), h.a, None),
+    "env build beside the serving one": lambda h: (
+        lambda: _env(h.base, ENV_C, ["sglang==0.5.23", "torch==2.14.1", "extra==1.0"]),
+        h.a, ENV_C),
+    "env rebuild of the rollback target's": lambda h: (
+        lambda: _env(h.base, ENV_B, ["sglang==0.5.22", "torch==2.14.1"]), h.a, ENV_B),
+    "cleanup: releases, envs and cache": lambda h: (
+        _env(h.base, ENV_C, ["sglang==0.5.21", "extra==1.0"])
+        and rel.mark(str(h.base), _release(h.base, ENV_C, "c: 1\n", "20261201T000002Z"),
+                     "failed", "refused") and _cleanup(h), h.a, None),
+}
+
+
+# --- the invariants --------------------------------------------------------------------------
+
+def _current_env(host):
+    current = rel.read_current(str(host.base))
+    return current, (rel.read_manifest(str(host.base), current) or {}).get("env")
+
+
+def check_cut(host, before, target):
+    """What a reboot would find: violated invariants, each with what was seen."""
+    bad = {}
+    try:
+        current, env = _current_env(host)
+        manifest = rel._require(str(host.base), current)
+        rel.verify(str(host.base), current, manifest)
+    except Exception as exc:  # noqa: BLE001 - any failure is the violation
+        return {"S1": str(exc)}
+    if current not in (before, target):
+        bad["S4"] = f"current is {current}"
+    if os.path.basename(os.path.realpath(host.link)) != env:
+        bad["S2"] = f"{host.link} leads to {os.path.realpath(host.link)}, current's env is {env}"
+    state = envs.check(str(host.base), env)
+    if not state["intact"]:
+        bad["S3"] = f"env {env}: {state}"
+    return bad
+
+
+def _leftovers(host):
+    base = host.base
+    found = [n for n in os.listdir(base) if n.startswith((".current.", ".trash"))]
+    found += [n for n in os.listdir(base / "releases") if n.startswith(".")]
+    for release in os.listdir(base / "releases"):
+        found += [f"{release}/{n}" for n in os.listdir(base / "releases" / release)
+                  if rel.TEMP_RE.fullmatch(n)]
+    found += [n for n in os.listdir(base / "envs") if n.startswith(".trash")
+              or envs.ASIDE_RE.fullmatch(n)]
+    found += [n for n in os.listdir(host.link.parent) if n.startswith(".ml-env.")]
+    return found
+
+
+def check_next(host, name, target, env, result):
+    bad = {}
+    incomplete = [e for e in envs.listing(str(host.base))
+                  if envs.read_marker(envs.env_path(str(host.base), e)) is None]
+    if incomplete:
+        bad["N1"] = f"incomplete envs {incomplete}"
+    unreadable = [m["id"] for m in rel.info(str(host.base))["releases"]
+                  if m.get("status") == "unreadable"]
+    if _leftovers(host) or unreadable:
+        bad["N2"] = f"left {_leftovers(host)}, half releases {unreadable}"
+    current, _ = _current_env(host)
+    if current != target or (env and not envs.check(str(host.base), env)["intact"]):
+        bad["N3"] = f"current {current}, env {env}"
+    if name.startswith("cleanup"):
+        measured = envs.disk_usage([envs.envs_dir(str(host.base))])
+        if result.get("envs_disk_bytes") != measured:
+            bad["N4"] = f"reported {result.get('envs_disk_bytes')}, du {measured}"
+    named = {m.get("env") for m in rel.info(str(host.base))["releases"]}
+    gone = [e for e in named - {None} if not os.path.isdir(envs.env_path(str(host.base), e))]
+    if gone or not {host.a, host.b} <= {m["id"] for m in rel.info(str(host.base))["releases"]}:
+        bad["N5"] = f"envs gone {gone}"
+    return bad
+
+
+def run_scenario(name, workdir):
+    """Every crash point x fault kind of one scenario: {points, runs, violations}."""
+    def fresh(tag):
+        root = tempfile.mkdtemp(dir=workdir, prefix=f"{tag}.")
+        host = Host(root, old_layout="layout before" in name)
+        operation, target, env = SCENARIOS[name](host)
+        return host, operation, target, env
+
+    host, operation, _, _ = fresh("count")
+    outcome, seen = _in_child(operation, None, None)
+    if outcome != "ok":
+        raise AssertionError(f"{name}: the operation fails without a fault ({outcome})")
+    violations, runs = [], 0
+    for at in range(1, len(seen) + 1):
+        for fault in FAULTS:
+            host, operation, target, env = fresh(f"{at}-{fault}")
+            before = rel.read_current(str(host.base))
+            _in_child(operation, at, fault)
+            runs += 1
+            where = f"{name}: {fault} at #{at} ({seen[at - 1]})"
+            violations += [f"{where}: {k} {v}" for k, v in
+                           check_cut(host, before, target).items()]
+            result = operation() or {}
+            violations += [f"{where}, then the next run: {k} {v}" for k, v in
+                           check_next(host, name, target, env, result).items()]
+            shutil.rmtree(os.path.dirname(host.base))
+    return {"points": len(seen), "runs": runs, "kinds": sorted(set(seen)),
+            "violations": violations}
+
+
+def run_all(workdir):
+    return {name: run_scenario(name, workdir) for name in SCENARIOS}
+
+
+def summary(results):
+    lines = [f"{'operation':<40} {'points':>6} x {len(FAULTS)} faults = runs  violations"]
+    for name, r in results.items():
+        lines.append(f"{name:<40} {r['points']:>6} x {len(FAULTS)}        = {r['runs']:>4}  "
+                     f"{len(r['violations'])}")
+    total = sum(r["runs"] for r in results.values())
+    kinds = sorted({k for r in results.values() for k in r["kinds"]})
+    lines += [f"{total} cut runs; fault kinds: {', '.join(FAULTS)}; operations cut: "
+              f"{', '.join(kinds)}",
+              "checked in each cut state: " + "; ".join(f"{k} {v}" for k, v in
+                                                        CUT_INVARIANTS.items()),
+              "checked after the next run: " + "; ".join(f"{k} {v}" for k, v in
+                                                         NEXT_INVARIANTS.items())]
+    lines += [v for r in results.values() for v in r["violations"][:20]]
+    return "\n".join(lines)
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="crash-points.") as workdir:
+        results = run_all(workdir)
+    print(summary(results))
+    return 1 if any(r["violations"] for r in results.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

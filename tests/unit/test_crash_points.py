@@ -1,0 +1,43 @@
+"""The crash-point harness (tests/support/crash_points.py) can fail: each scenario holds with
+the code as it is, and a switch or a cleanup written the way the versions before wrote them is
+caught at the crash points that break them. `make crash` prints the whole summary."""
+
+import os
+import shutil
+
+import pytest
+from support import crash_points as cp
+
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_envs as envs
+
+
+@pytest.mark.parametrize("name", ["deploy: switch from the layout before",
+                                  "env rebuild of the rollback target's"])
+def test_every_crash_point_holds_every_invariant(tmp_path, name):
+    result = cp.run_scenario(name, str(tmp_path))
+    assert result["points"] > 5 and result["runs"] == 3 * result["points"]
+    assert result["violations"] == []
+
+
+def _switch_of_the_version_before(base_dir, release, env, env_link):
+    """current first, then the ml-env link straight at envs/<id>: two pointers, two renames."""
+    manifest = cp.rel._require(base_dir, release)
+    current = cp.rel.read_current(base_dir)
+    manifest = cp.rel._point_current(base_dir, release, current)
+    envs.switch_link(env_link, envs.env_path(base_dir, env))
+    return manifest
+
+
+def test_a_switch_of_two_pointers_is_caught(tmp_path, monkeypatch):
+    monkeypatch.setattr(cp.rel, "_switch", _switch_of_the_version_before)
+    result = cp.run_scenario("rollback: switch back", str(tmp_path))
+    assert any(": S2 " in v for v in result["violations"]), result["violations"]
+
+
+def test_a_cleanup_that_removes_in_place_is_caught(tmp_path, monkeypatch):
+    def in_place(path, _trash):
+        if os.path.lexists(path):
+            shutil.rmtree(path)
+    monkeypatch.setattr(cp.rel, "discard", in_place)
+    result = cp.run_scenario("cleanup: releases, envs and cache", str(tmp_path))
+    assert any(": N2 " in v and "half releases" in v for v in result["violations"])
