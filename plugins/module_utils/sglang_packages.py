@@ -22,6 +22,11 @@ VERSION = re.compile(
     r"(?:\+[A-Za-z0-9]{1,64}(?:[-_.][A-Za-z0-9]{1,64}){0,15})?", re.IGNORECASE)
 MAX_LINES = 5000
 REQUIRED = "sglang"
+# pip reads a requirement that ends like an archive as a file to install when one by that name
+# is in its working directory (pip's ARCHIVE_EXTENSIONS): `x==1.0+evil.tar.gz` is a valid
+# PEP 440 local version, and a path to pip. Refused whatever the case.
+ARCHIVE_SUFFIXES = (".zip", ".whl", ".tar.bz2", ".tbz", ".tar.xz", ".txz", ".tlz", ".tar.lz",
+                    ".tar.lzma", ".tar.gz", ".tgz", ".tar")
 
 
 class PackageSetError(ValueError):
@@ -37,6 +42,11 @@ def package_line(line):
     """(name, version) of one `name==version` line; PackageSetError for anything else."""
     text = line.strip() if isinstance(line, str) else line
     name, sep, version = text.partition("==") if isinstance(text, str) else ("", "", "")
+    if sep and version.lower().endswith(ARCHIVE_SUFFIXES):
+        raise PackageSetError(
+            f"{line!r:.80} ends like an archive ({version.lower().rsplit('.', 1)[-1]}): pip would "
+            "read it as a file in its working directory; only name==version with a version "
+            "that names no file")
     if not sep or not NAME.fullmatch(name) or not VERSION.fullmatch(version):
         raise PackageSetError(
             f"{line!r:.80} is not a package line: only name==version (a PEP 508 name and an "

@@ -39,7 +39,9 @@ options:
     default: python3
   requirements:
     description:
-      - Requirements to install, the SGLang pin first, then the extra packages.
+      - Requirements to install, the SGLang pin first, then the extra packages, each
+        C(name==version) (checked by the one package line validator, as a recorded set is: no
+        option, path, URL or range).
     type: list
     elements: str
     default: []
@@ -140,6 +142,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_envs as envs
@@ -154,9 +157,16 @@ from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import t
 
 
 def _run(argv, timeout, env=None):
+    """Run an installer command in an empty working directory of its own: a requirement that
+    looks like a file (pip reads `x==1.0+a.tar.gz` as one when it exists) finds nothing there."""
+    with tempfile.TemporaryDirectory(prefix="sglang-env-") as empty:
+        return _run_in(argv, timeout, env, empty)
+
+
+def _run_in(argv, timeout, env, cwd):
     try:
         proc = subprocess.run(argv, capture_output=True, check=False, timeout=timeout,
-                              env=env, stdin=subprocess.DEVNULL)
+                              env=env, stdin=subprocess.DEVNULL, cwd=cwd)
     except subprocess.TimeoutExpired:
         raise EnvError(f"{' '.join(argv[:4])} ... did not finish within {timeout} s") from None
     except OSError as exc:
@@ -245,7 +255,10 @@ def present(p, check_mode=False, run=None):
     else:
         if not p["requirements"]:
             raise EnvError("requirements (the SGLang pin, extra packages) or packages is needed")
-        items = list(p["requirements"])
+        # The one gate to the installer, whatever the source (the pin and the inventory's extra
+        # packages, a release made before sets were recorded): name==version lines only.
+        items = package_lines(p["requirements"], "the requirements (sglang_version, "
+                              "sglang_pip_extra_packages)", recorded=False)
         no_deps = items[:1] if p["no_deps"] else []
         env = env_id(spec_of(python_identity(python), items, options, p["no_deps"]))
         if p["env"] and p["env"] != env:

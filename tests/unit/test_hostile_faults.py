@@ -122,6 +122,16 @@ def test_the_package_line_validator_takes_only_name_and_exact_version(line):
         return
     assert line.strip() == f"{name}=={version}"
     assert not set(line.strip()) & set(" \t;@[]<>!~*,/\\:\0#'\"")
+    assert not version.lower().endswith((".zip", ".whl", ".gz", ".tgz", ".tar", ".xz", ".bz2"))
+
+
+@pytest.mark.parametrize("line", ["x==1.0+evil.tar.gz", "x==1.0+evil.whl", "x==1.0+a.ZIP",
+                                  "x==1.0+evil.tgz", "x==1.0+evil.tar"])
+def test_a_version_whose_local_label_ends_like_an_archive_is_refused(line):
+    from ansible_collections.sglang.deploy.plugins.module_utils.sglang_packages import (
+        PackageSetError, package_line)
+    with pytest.raises(PackageSetError, match="ends like an archive.*working directory"):
+        package_line(line)
 
 
 def release_with_packages(tmp_path, lines):

@@ -135,6 +135,23 @@ def test_a_hostile_recorded_set_is_refused_before_anything_is_made(tmp_path, whe
     assert not (base / "envs").exists()
 
 
+@pytest.mark.parametrize("extra", ["--index-url=https://evil.example/simple", "/tmp/evil-src",
+                                   "evil>=1.0", "x==1.0+evil.tar.gz", "-e ."])
+def test_requirements_from_the_inventory_pass_the_same_gate(tmp_path, wheels, extra):
+    base = tmp_path / "base"
+    with pytest.raises(envmod.PackageSetError):
+        envmod.present(_params(base, wheels, requirements=["sglang==0.5.23", extra]))
+    assert not (base / "envs").exists()
+
+
+def test_the_installer_runs_in_an_empty_directory_of_its_own(tmp_path, monkeypatch):
+    (tmp_path / "x-1.0+evil.tar.gz").write_text("a build backend run as root")
+    monkeypatch.chdir(tmp_path)
+    seen = envmod._run([sys.executable, "-c", "import os; print(os.getcwd(), os.listdir())"], 60)
+    where, listing = seen.split(" ", 1)
+    assert where != str(tmp_path) and listing.strip() == "[]" and not os.path.exists(where)
+
+
 def test_a_release_env_is_built_again_from_its_recorded_set(tmp_path, wheels):
     base = tmp_path / "base"
     result = envmod.present(_params(base, wheels, requirements=[], env="0123456789abcdef",
