@@ -6,6 +6,7 @@ right after: the tests assert on that, in whatever order they run."""
 
 import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -216,3 +217,59 @@ def test_one_model_over_two_nodes_renders_ranks_and_restarts_rank_0_first(two_no
                      (OTHER, "Restart the other ranks once rank 0 started")]
     # Check mode changed nothing: both replicas still serve what they served.
     assert two_nodes["workers"] == {f"http://{name}:30000": True for name in REPLICAS}
+
+
+# A client of the router for the length of a rollout: completions one after another until told
+# to stop, bounded in count and in time; each answer's HTTP status on a line. The key is read
+# from a 0600 file written through stdin, never an argv.
+CLIENT = """
+umask 077; cat > /tmp/client.hdr
+end=$(( $(date +%s) + 1200 )); n=0; rm -f /tmp/client.codes /tmp/client.stop
+while [ ! -e /tmp/client.stop ] && [ $n -lt 4000 ] && [ $(date +%s) -lt $end ]; do
+  curl -s -o /dev/null -m 60 -w '%{http_code}\\n' -H @/tmp/client.hdr \
+    -H 'Content-Type: application/json' -d '{"model": "qwen3.6-27b", "prompt": "Hi",
+    "max_tokens": 16}' http://127.0.0.1:30000/v1/completions >> /tmp/client.codes
+  n=$((n + 1))
+done
+"""
+
+
+@pytest.fixture(scope="module")
+def rollback_under_load(two_nodes):
+    """Both replicas rolled back by hand (to converge's release) while a client sends
+    completions through the router the whole time."""
+    before = {name: serving(name) for name in REPLICAS}
+    client = subprocess.Popen(["podman", "exec", "-i", ROUTER, "sh", "-c", CLIENT],
+                              stdin=subprocess.PIPE, text=True)
+    client.stdin.write(f"Authorization: Bearer {demo_api_key()}\n")
+    client.stdin.close()
+    try:
+        out = play("playbooks/rollback.yml")
+    finally:
+        podman_exec(ROUTER, ["touch", "/tmp/client.stop"])
+        client.wait(timeout=120)  # the request in flight ends within its own 60 s bound
+    codes = podman_exec(ROUTER, ["cat", "/tmp/client.codes"]).stdout.split()
+    podman_exec(ROUTER, ["rm", "-f", "/tmp/client.hdr", "/tmp/client.codes", "/tmp/client.stop"])
+    return {"before": before, "out": out, "codes": codes, "workers": workers(),
+            "after": {name: serving(name) for name in REPLICAS}}
+
+
+def test_a_rollback_by_hand_goes_canary_first_and_no_request_fails_at_the_router(
+        good_rollout, rollback_under_load):
+    seen = rollback_under_load
+    out = seen["out"]
+    assert out["status"] == "successful", out["msg"]
+    assert restarts(out["events"]) == [CANARY, OTHER]
+    membership = [(e["event_data"]["host"], e["event_data"]["task"].rsplit(" ", 1)[1])
+                  for e in out["events"] if e["event"] == "runner_on_ok"
+                  and e["event_data"].get("task", "").startswith("Router membership")]
+    assert membership == [(CANARY, "absent"), (CANARY, "present"),
+                          (OTHER, "absent"), (OTHER, "present")]
+    for name in REPLICAS:
+        assert seen["after"][name][0] == good_rollout["before"][name][0]  # converge's release
+        assert seen["after"][name][0] != seen["before"][name][0]
+    failed = [c for c in seen["codes"] if c != "200"]
+    print(f"\nrequests through the router during the rollback: {len(seen['codes'])}, "
+          f"failed: {len(failed)} {sorted(set(failed))}")
+    assert len(seen["codes"]) > 10 and not failed
+    assert seen["workers"] == {f"http://{name}:30000": True for name in REPLICAS}

