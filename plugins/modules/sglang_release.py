@@ -554,16 +554,16 @@ def verify(base_dir, release, manifest):
             "or roll back to another release")
 
 
-def _env_to_link(base_dir, manifest, env_link, check_mode=False):
-    """(env id, env path) of the release's env, checked (complete, its RECORDs and its tree as
-    built), or (None, None) for a release that names no env. In check mode an env not built yet
-    is the one the step before would have built."""
+def _checked_env(base_dir, manifest, check_mode=False):
+    """The id of the release's env, checked (complete, its RECORDs and its tree as built), or
+    None for a release that names no env. In check mode an env not built yet is the one the
+    step before would have built."""
     env = manifest.get("env")
     if not env:
-        return None, None
+        return None
     state = envs.check(base_dir, env)
     if check_mode and not state["exists"]:
-        return env, state["path"]
+        return env
     if not state["complete"]:
         raise ReleaseError(f"release {manifest['id']} runs on env {env}, which is not built under "
                            f"{envs.envs_dir(base_dir)}: build it (a rollback rebuilds it from "
@@ -571,7 +571,7 @@ def _env_to_link(base_dir, manifest, env_link, check_mode=False):
     if not state["intact"]:
         raise ReleaseError(f"{envs.refusal(state)}; refused, nothing was switched. Run again "
                            "with sglang_env_rebuild=true to build it again from its record")
-    return env, state["path"]
+    return env
 
 
 def env_link_target(base_dir):
@@ -607,9 +607,8 @@ def activate(base_dir, release, check_mode=False, env_link=None):
     `current`, and `current` swapped in one rename. Cut anywhere, `current` names the old or the
     new release, and the ml-env link leads to that release's env."""
     manifest = _require(base_dir, release)
-    verify(base_dir, release, manifest)
     current = read_current(base_dir)
-    env, _ = _env_to_link(base_dir, manifest, env_link, check_mode)
+    env = manifest.get("env")
     linked = envs.link_target(env_link) if env_link else None
     relink = bool(env and env_link and not _env_link_ok(env_link, base_dir))
     result = {"current": current, "release": release, "path": _path(base_dir, release),
@@ -623,19 +622,25 @@ def activate(base_dir, release, check_mode=False, env_link=None):
         target = [{"name": n, "content": c, "mode": _mode(os.path.join(_path(base_dir, release), n))}
                   for n, c in _release_files(base_dir, release, names).items()]
         result["diff"] = diff(base_dir, current, target, META_DIFF_KEYS, manifest, release)
-    if not result["changed"] or check_mode:
+    if check_mode or not result["changed"]:
+        # What the switch would refuse, refused here too (read-only); a real switch checks
+        # once, under the locks.
+        verify(base_dir, release, manifest)
+        _checked_env(base_dir, manifest, check_mode)
         return result
     with _serialised(base_dir), envs.lock(base_dir):
         recover(base_dir)
-        result["manifest"] = _switch(base_dir, release, env if env_link else None, env_link)
+        result["manifest"] = _switch(base_dir, release, env_link)
     return result
 
 
-def _switch(base_dir, release, env, env_link):
+def _switch(base_dir, release, env_link):
     """The file operations of a switch, in the one order that keeps every cut consistent."""
     manifest = _require(base_dir, release)
     verify(base_dir, release, manifest)
-    _env_to_link(base_dir, manifest, env_link)
+    # The env is checked whether or not the ml-env link is asked: nothing runs unverified.
+    checked = _checked_env(base_dir, manifest)
+    env = checked if env_link else None
     current = read_current(base_dir)
     _link_release_env(base_dir, release, manifest.get("env"))
     cur_env = (read_manifest(base_dir, current) or {}).get("env") if current else None

@@ -19,9 +19,10 @@ def test_every_crash_point_holds_every_invariant(tmp_path, name):
     assert result["violations"] == []
 
 
-def _switch_of_the_version_before(base_dir, release, env, env_link):
+def _switch_of_the_version_before(base_dir, release, env_link):
     """current first, then the ml-env link straight at envs/<id>: two pointers, two renames."""
     manifest = cp.rel._require(base_dir, release)
+    env = manifest["env"]
     current = cp.rel.read_current(base_dir)
     manifest = cp.rel._point_current(base_dir, release, current)
     envs.switch_link(env_link, envs.env_path(base_dir, env))
