@@ -650,7 +650,14 @@ def _switch(base_dir, release, env_link):
     # serves yet), else after it (a release made before envs has none to lead to).
     early = env and (current is None or cur_env)
     if early and not _env_link_ok(env_link, base_dir):
-        envs.switch_link(env_link, env_link_target(base_dir))
+        try:
+            envs.switch_link(env_link, env_link_target(base_dir))
+        except OSError as exc:
+            raise ReleaseError(
+                f"the ml-env link {env_link} cannot be made to lead through "
+                f"{env_link_target(base_dir)} ({exc.strerror}): free space or give write access "
+                f"there (it may be another filesystem than {base_dir}); nothing was switched, "
+                f"current still names {current}") from None
     if current != release:
         manifest = _point_current(base_dir, release, current)
     if env and not early and not _env_link_ok(env_link, base_dir):

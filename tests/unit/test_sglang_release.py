@@ -481,3 +481,21 @@ def test_a_cleanup_cut_short_leaves_whole_trees_and_the_next_run_empties_the_tra
     done = rel.cleanup(str(tmp_path), 5, 3, env_link=str(link))
     assert not (tmp_path / ".trash").exists() and not (tmp_path / ".current.999").exists()
     assert os.listdir(tmp_path / "releases") == [one] and done["removed"] == []
+
+
+def test_an_ml_env_link_that_cannot_be_written_leaves_current_and_says_where(tmp_path,
+                                                                            monkeypatch):
+    import errno
+    link = tmp_path / "ml-env"
+    one = with_env(tmp_path, ENV_A, "a: 1\n")
+    rel.activate(str(tmp_path), one, env_link=str(link))
+    two = with_env(tmp_path, ENV_B, "a: 2\n")
+
+    def full(_link, _path):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(rel.envs, "switch_link", full)
+    elsewhere = tmp_path / "other-volume" / "ml-env"
+    with pytest.raises(rel.ReleaseError, match=rf"{elsewhere} cannot be made .*No space left.*"
+                                               rf"nothing was switched, current still names {one}"):
+        rel.activate(str(tmp_path), two, env_link=str(elsewhere))
+    assert rel.read_current(str(tmp_path)) == one and leads_to(link) == ENV_A
