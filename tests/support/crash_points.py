@@ -6,7 +6,9 @@ writing, and the installer's process, before and halfway through its files); the
 operation k and each fault kind, run it again in a child process that meets the fault at k:
 
 - kill: the process ends there (os._exit: no finally, no except, as SIGKILL or the OOM killer);
-- ENOSPC, EROFS: the operation fails with that error and the code handles it as it does.
+- ENOSPC, EROFS: the operation fails with that error and the code handles it as it does;
+- timeout (at the installer's process only): it does not finish within its bound, which the
+  module reports as it reports a failed install.
 
 Each resulting state is checked as a reboot would find it (CUT_INVARIANTS), then the next run
 (the same deploy, rollback or cleanup run again, without faults) and its result are checked
@@ -34,6 +36,7 @@ from ansible_collections.sglang.deploy.plugins.modules import sglang_env as envm
 from ansible_collections.sglang.deploy.plugins.modules import sglang_release as rel  # noqa: E402
 
 FAULTS = ("kill", "ENOSPC", "EROFS")
+INSTALLER_FAULTS = FAULTS + ("timeout",)
 KILLED = 86
 PY = "python3.11"
 ENV_A, ENV_B, ENV_C = "a" * 16, "b" * 16, "c" * 16
@@ -120,6 +123,8 @@ def _tick(what):
     if _Plan.at is not None and len(_Plan.seen) == _Plan.at:
         if _Plan.fault == "kill":
             os._exit(KILLED)
+        if _Plan.fault == "timeout":
+            raise envs.EnvError(f"{what} did not finish within its timeout")
         code = getattr(errno, _Plan.fault)
         raise OSError(code, os.strerror(code))
 
@@ -315,7 +320,7 @@ def run_scenario(name, workdir):
         raise AssertionError(f"{name}: the operation fails without a fault ({outcome})")
     violations, runs = [], 0
     for at in range(1, len(seen) + 1):
-        for fault in FAULTS:
+        for fault in INSTALLER_FAULTS if seen[at - 1].startswith("installer") else FAULTS:
             host, operation, target, env = fresh(f"{at}-{fault}")
             before = rel.read_current(str(host.base))
             _in_child(operation, at, fault)
@@ -331,19 +336,23 @@ def run_scenario(name, workdir):
             "violations": violations}
 
 
+def _faults(r):
+    return f"{len(FAULTS)}-{len(INSTALLER_FAULTS)}" if "installer" in r["kinds"] else f"{len(FAULTS)}"
+
+
 def run_all(workdir):
     return {name: run_scenario(name, workdir) for name in SCENARIOS}
 
 
 def summary(results):
-    lines = [f"{'operation':<40} {'points':>6} x {len(FAULTS)} faults = runs  violations"]
+    lines = [f"{'operation':<40} {'points':>6} x faults = runs  violations"]
     for name, r in results.items():
-        lines.append(f"{name:<40} {r['points']:>6} x {len(FAULTS)}        = {r['runs']:>4}  "
+        lines.append(f"{name:<40} {r['points']:>6} x {_faults(r):<6} = {r['runs']:>4}  "
                      f"{len(r['violations'])}")
     total = sum(r["runs"] for r in results.values())
     kinds = sorted({k for r in results.values() for k in r["kinds"]})
-    lines += [f"{total} cut runs; fault kinds: {', '.join(FAULTS)}; operations cut: "
-              f"{', '.join(kinds)}",
+    lines += [f"{total} cut runs; fault kinds: {', '.join(INSTALLER_FAULTS)} (timeout at the "
+              f"installer's process); operations cut: {', '.join(kinds)}",
               "checked in each cut state: " + "; ".join(f"{k} {v}" for k, v in
                                                         CUT_INVARIANTS.items()),
               "checked after the next run: " + "; ".join(f"{k} {v}" for k, v in

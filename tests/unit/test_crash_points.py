@@ -15,7 +15,8 @@ from ansible_collections.sglang.deploy.plugins.module_utils import sglang_envs a
                                   "env rebuild of the rollback target's"])
 def test_every_crash_point_holds_every_invariant(tmp_path, name):
     result = cp.run_scenario(name, str(tmp_path))
-    assert result["points"] > 5 and result["runs"] == 3 * result["points"]
+    points = result["points"]  # 3 faults at each, a 4th (timeout) at the installer's
+    assert points > 5 and 3 * points <= result["runs"] <= 4 * points
     assert result["violations"] == []
 
 
