@@ -268,6 +268,9 @@ def recover(base_dir):
     except FileNotFoundError:
         return done
     done += [f"removed {name} (a removal cut short)" for name in empty_trash(trash_dir(base_dir))]
+    for name in (n for n in names if n.startswith(".probe.")):
+        shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+        done.append(f"removed {name} (a filesystem probe cut short)")
     for name in names:
         aside = ASIDE_RE.fullmatch(name)
         if not aside:
