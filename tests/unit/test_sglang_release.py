@@ -454,13 +454,18 @@ def test_the_env_recorded_with_the_package_set(tmp_path):
         rel.mark(str(tmp_path), one, "good", results={"env": "x"})
 
 
+def serving_one_with_two_made(base):
+    """(ml-env link, release one serving on env A, release two made on env B)."""
+    link = base / "ml-env"
+    one = with_env(base, ENV_A, "a: 1\n")
+    rel.activate(str(base), one, env_link=str(link))
+    return link, one, with_env(base, ENV_B, "a: 2\n")
+
+
 @pytest.mark.parametrize("edit", ["config.yaml", "packages.txt"])
 def test_a_target_changed_after_it_was_made_is_refused_by_name_and_nothing_switches(tmp_path,
                                                                                      edit):
-    link = tmp_path / "ml-env"
-    one = with_env(tmp_path, ENV_A, "a: 1\n")
-    rel.activate(str(tmp_path), one, env_link=str(link))
-    two = with_env(tmp_path, ENV_B, "a: 2\n")
+    link, one, two = serving_one_with_two_made(tmp_path)
     target = tmp_path / "releases" / two / edit
     target.write_text(target.read_text() + "# a hot-fix\n")
     with pytest.raises(rel.ReleaseError, match=rf"{two}/{edit} \(content changed\).*nothing was "
@@ -486,10 +491,7 @@ def test_a_cleanup_cut_short_leaves_whole_trees_and_the_next_run_empties_the_tra
 def test_an_ml_env_link_that_cannot_be_written_leaves_current_and_says_where(tmp_path,
                                                                             monkeypatch):
     import errno
-    link = tmp_path / "ml-env"
-    one = with_env(tmp_path, ENV_A, "a: 1\n")
-    rel.activate(str(tmp_path), one, env_link=str(link))
-    two = with_env(tmp_path, ENV_B, "a: 2\n")
+    link, one, two = serving_one_with_two_made(tmp_path)
 
     def full(_link, _path):
         raise OSError(errno.ENOSPC, "No space left on device")
