@@ -83,7 +83,6 @@ def main():
     env = dict(os.environ)
     env.update({
         "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-        "ANSIBLE_FILTER_PLUGINS": str(ROOT / "filter_plugins"),
         "SGLANG_DEPLOY_WHEELHOUSE": str(ROOT / ".cache" / "wheelhouse"),
         "ANSIBLE_FORCE_COLOR": "0",
     })

@@ -35,12 +35,16 @@ def test_roles_and_playbooks_name_the_filters_by_fqcn():
     assert short.search("x | map('sglang_router_worker_url', hostvars)")  # the check can fail
 
 
-def test_the_short_name_file_re_exports_every_filter():
-    """filter_plugins/sglang.py, loaded as Ansible loads it (from its path)."""
-    spec = importlib.util.spec_from_file_location("short_names", ROOT / "filter_plugins" / "sglang.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert sorted(module.FilterModule().filters()) == FILTERS
+def test_no_short_name_shim():
+    """Filters are found by FQCN only, here as for a consumer of the installed collection: no
+    filter_plugins/ re-export, no setting that loads one."""
+    assert not (ROOT / "filter_plugins").exists()
+    settings = [ROOT / "ansible.cfg", ROOT / ".config" / "molecule" / "config.yml",
+                *ROOT.glob("molecule/*/molecule.yml"), ROOT / "Makefile", *ROOT.glob("tests/**/*.py")]
+    found = [str(p.relative_to(ROOT)) for p in settings
+             if re.search(r"filter_plugins\s*=|ANSIBLE_FILTER_PLUGINS", p.read_text())
+             and p.name != "test_collection_layout.py"]
+    assert not found, found
 
 
 def test_python_that_ansible_loads_lives_under_plugins_only():
@@ -61,7 +65,7 @@ def test_python_that_ansible_loads_lives_under_plugins_only():
 def test_the_one_link_finds_the_repository_as_the_collection():
     link = ROOT / "collections" / "ansible_collections" / "sglang" / "deploy"
     assert link.is_symlink() and link.resolve() == ROOT
-    python = [p for top in ("plugins", "filter_plugins", "roles") for p in (ROOT / top).rglob("*.py")]
+    python = [p for top in ("plugins", "roles") for p in (ROOT / top).rglob("*.py")]
     edits = [str(p.relative_to(ROOT)) for p in python if "sys.path" in p.read_text()]
     assert python and not edits, edits
 

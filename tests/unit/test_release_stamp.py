@@ -42,8 +42,7 @@ def test_one_stamp_for_every_batch(tmp_path):
         "all:\n  vars:\n    ansible_connection: local\n"
         "  hosts:\n    canary:\n    second:\n    third:\n", encoding="utf-8")
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-               ANSIBLE_ROLES_PATH=str(ROOT / "roles"),
-               ANSIBLE_FILTER_PLUGINS=str(ROOT / "filter_plugins"))
+               ANSIBLE_ROLES_PATH=str(ROOT / "roles"))
     proc = subprocess.run(["ansible-playbook", "-i", str(tmp_path / "hosts.yml"),
                            str(tmp_path / "play.yml")],
                           cwd=ROOT, env=env, capture_output=True, text=True, check=False,
