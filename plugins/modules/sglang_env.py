@@ -40,7 +40,7 @@ options:
   requirements:
     description:
       - Requirements to install, the SGLang pin first, then the extra packages, each
-        C(name==version) (checked by the one package line validator, as a recorded set is: no
+        C(name==version), checked by the one package line validator as a recorded set is (no
         option, path, URL or range).
     type: list
     elements: str
