@@ -366,31 +366,27 @@ def test_a_target_edited_after_it_was_made_is_refused_and_nothing_restarts(relea
 
 
 @pytest.fixture(scope="module")
-def full_link_fs(host, release_e_then_rollback, edited_target):
-    """The ml-env link asked on a filesystem with no inode left (a tmpfs of 8, filled) while A
-    serves: the rollback to E must fail there and leave current on A, nothing restarted."""
-    host.run("i=0; while touch /srv/full/f$i 2>/dev/null; do i=$((i + 1)); done")
+def readonly_link_fs(host, release_e_then_rollback, edited_target):
+    """The ml-env link asked on a read-only filesystem (a tmpfs mounted ro) while A serves: the
+    rollback to E must fail there and leave current on A, nothing restarted."""
     pid = host.check_output("systemctl show sglang -p MainPID --value")
-    try:
-        out = play("playbooks/rollback.yml", {"sglang_rollback_to": release_e_then_rollback["e"],
-                                              "sglang_venv": "/srv/full/ml-env"})
-        seen = {"out": out, "current": current(host), "pid_before": pid,
-                "pid": host.check_output("systemctl show sglang -p MainPID --value"),
-                "link": host.file(VENV).linked_to}
-    finally:
-        host.run("rm -f /srv/full/f*")
-    return seen
+    out = play("playbooks/rollback.yml", {"sglang_rollback_to": release_e_then_rollback["e"],
+                                          "sglang_venv": "/srv/readonly/ml-env"})
+    return {"out": out, "current": current(host), "pid_before": pid,
+            "pid": host.check_output("systemctl show sglang -p MainPID --value"),
+            "link": host.file(VENV).linked_to}
 
 
-def test_the_ml_env_link_on_a_full_filesystem_leaves_current_where_it_was(release_a,
-                                                                         full_link_fs):
-    out = full_link_fs["out"]
+def test_the_ml_env_link_on_a_read_only_filesystem_leaves_current_where_it_was(release_a,
+                                                                              readonly_link_fs):
+    seen = readonly_link_fs
+    out = seen["out"]
     assert out["status"] == "failed"
-    assert "/srv/full/ml-env cannot be made" in out["msg"] and "No space left" in out["msg"]
+    assert "/srv/readonly/ml-env cannot be made" in out["msg"], out["msg"]
+    assert "Read-only file system" in out["msg"], out["msg"]
     assert f"current still names {release_a['id']}" in out["msg"], out["msg"]
-    assert full_link_fs["current"] == release_a["id"]
-    assert full_link_fs["pid"] == full_link_fs["pid_before"]
-    assert full_link_fs["link"].endswith("/envs/" + release_a["manifest"]["env"])
+    assert seen["current"] == release_a["id"] and seen["pid"] == seen["pid_before"]
+    assert seen["link"].endswith("/envs/" + release_a["manifest"]["env"])
 
 
 def test_a_no_change_rerun_changes_nothing(release_a, rerun):
