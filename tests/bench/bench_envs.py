@@ -7,7 +7,8 @@ With the role's own code (`sglang_env`, `sglang_release`), offline from the full
    (`du`, a hardlinked file counted once): what one set costs;
 2. deploys two more sets (the same plus one package each), each as a release on its own env;
 3. edits one file of the first env in place (as a hot-fix would: the same inode) and checks
-   that no other env and no cache entry changed, and that the switch to it is refused by name;
+   that its copies in the other envs and in uv's cache did not change, that the other envs'
+   check still says intact, and that the switch to the edited one is refused by name;
 4. times the check a switch makes of an env (RECORDs and tree), median of 3, on the full env;
 5. cleans the two releases that no longer serve, with their envs and their cache share, and
    compares the base dir with step 1.
@@ -20,7 +21,6 @@ env was not refused, or when the base dir after the cleanup is more than 5% abov
 
 import argparse
 import glob
-import hashlib
 import os
 import shutil
 import statistics
@@ -47,13 +47,11 @@ def du(*paths):
     return int(out.strip().splitlines()[-1].split()[0])
 
 
-def sums(tree):
-    """sha256 of every regular file under `tree` (what an edit in place would change)."""
-    out = {}
-    for path in Path(tree).rglob("*"):
-        if path.is_file() and not path.is_symlink() and "__pycache__" not in path.parts:
-            out[str(path.relative_to(tree))] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
+def counterparts(base, rel):
+    """Every copy of the file `rel` (relative to an env) in the envs and in uv's cache."""
+    found = list((base / "envs").glob(f"*/{rel}"))
+    found += list((base / "envs" / ".uv-cache").glob(f"archive-v*/*/{rel.split('site-packages/', 1)[1]}"))
+    return {str(p): p.read_bytes() for p in found}
 
 
 def deploy(rel, envmod, base, params, requirements, n):
@@ -103,17 +101,20 @@ def main():
             print(f"set {n}: + {extra}, built in {time.monotonic() - start:.1f} s; base dir "
                   f"{du(base) / 1e9:.2f} GB")
 
-        cache = base / "envs" / ".uv-cache"
-        watched = [others[0][1]["path"], others[1][1]["path"], str(cache)]
-        before = [sums(p) for p in watched]
         target = next(Path(one["path"]).glob("lib/python*/site-packages/sglang/version.py"))
+        rel_path = str(target.relative_to(one["path"]))
+        before = counterparts(base, rel_path)
         with open(target, "r+b") as fh:  # a hot-fix in place: the same inode
             fh.seek(0, os.SEEK_END)
             fh.write(b"\n# hot-fix\n")
-        reached = [w for w, b in zip(watched, before) if sums(w) != b]
-        print(f"edited {target.relative_to(base)} in place: other envs and the cache "
-              f"{'UNCHANGED' if not reached else 'CHANGED: ' + ', '.join(reached)}")
+        after = counterparts(base, rel_path)
+        reached = [p for p in before if p != str(target) and after.get(p) != before[p]]
+        intact = [e["id"] for _, e in others if envs.check(str(base), e["id"])["intact"]]
+        print(f"edited {target.relative_to(base)} in place: its {len(before) - 1} copies in the "
+              f"other envs and uv's cache {'unchanged' if not reached else 'CHANGED: ' + ', '.join(reached)}; "
+              f"the other envs' check: {len(intact)} of {len(others)} intact")
         failed += ["the edit reached " + ", ".join(reached)] if reached else []
+        failed += ["another env is no longer intact"] if len(intact) != len(others) else []
         try:
             rel.activate(str(base), first, env_link=str(base / "ml-env"))
             failed.append("the switch to the edited env was not refused")
@@ -132,15 +133,15 @@ def main():
         for made in (first, others[0][0]):
             rel.mark(str(base), made, "failed", "bench: cleaned")
         out = rel.cleanup(str(base), 0, 0, env_link=str(base / "ml-env"))
-        after = du(base)
+        left = du(base)
         print(f"cleanup removed {len(out['removed'])} releases, envs {out['removed_envs']}, "
               f"{len(out['removed_cache'])} cache entries; reported freed "
               f"{out['freed_bytes'] / 1e9:.2f} GB, envs + cache now "
               f"{out['envs_disk_bytes'] / 1e9:.2f} GB (du of envs/: "
               f"{du(base / 'envs') / 1e9:.2f} GB)")
-        print(f"base dir after: {after / 1e9:.2f} GB against {one_set / 1e9:.2f} GB for one set: "
-              f"{100 * (after - one_set) / one_set:+.2f} %")
-        failed += ["the base dir is more than 5% above one set"] if after > 1.05 * one_set else []
+        print(f"base dir after: {left / 1e9:.2f} GB against {one_set / 1e9:.2f} GB for one set: "
+              f"{100 * (left - one_set) / one_set:+.2f} %")
+        failed += ["the base dir is more than 5% above one set"] if left > 1.05 * one_set else []
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
