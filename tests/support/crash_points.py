@@ -306,8 +306,9 @@ def check_next(host, name, target, env, result):
     return bad
 
 
-def run_scenario(name, workdir):
-    """Every crash point x fault kind of one scenario: {points, runs, violations}."""
+def run_scenario(name, workdir, faults=None):
+    """Every crash point x fault kind of one scenario (or only the `faults` named):
+    {points, runs, violations}."""
     def fresh(tag):
         root = tempfile.mkdtemp(dir=workdir, prefix=f"{tag}.")
         host = Host(root, old_layout="layout before" in name)
@@ -320,7 +321,8 @@ def run_scenario(name, workdir):
         raise AssertionError(f"{name}: the operation fails without a fault ({outcome})")
     violations, runs = [], 0
     for at in range(1, len(seen) + 1):
-        for fault in INSTALLER_FAULTS if seen[at - 1].startswith("installer") else FAULTS:
+        kinds = INSTALLER_FAULTS if seen[at - 1].startswith("installer") else FAULTS
+        for fault in (f for f in kinds if faults is None or f in faults):
             host, operation, target, env = fresh(f"{at}-{fault}")
             before = rel.read_current(str(host.base))
             _in_child(operation, at, fault)

@@ -1,6 +1,7 @@
 """The crash-point harness (tests/support/crash_points.py) can fail: each scenario holds with
 the code as it is, and a switch or a cleanup written the way the versions before wrote them is
-caught at the crash points that break them. `make crash` prints the whole summary."""
+caught at the crash points that break them. `make crash` runs every scenario and prints the
+summary; here, one scenario and the two versions before."""
 
 import os
 import shutil
@@ -11,12 +12,9 @@ from support import crash_points as cp
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_envs as envs
 
 
-@pytest.mark.parametrize("name", ["deploy: switch from the layout before",
-                                  "env rebuild of the rollback target's"])
-def test_every_crash_point_holds_every_invariant(tmp_path, name):
-    result = cp.run_scenario(name, str(tmp_path))
-    points = result["points"]  # 3 faults at each, a 4th (timeout) at the installer's
-    assert points > 5 and 3 * points <= result["runs"] <= 4 * points
+def test_a_scenario_holds_every_invariant_at_every_crash_point(tmp_path):
+    result = cp.run_scenario("deploy: switch from the layout before", str(tmp_path))
+    assert result["points"] > 5 and result["runs"] == 3 * result["points"]
     assert result["violations"] == []
 
 
@@ -41,5 +39,5 @@ def test_a_cleanup_that_removes_in_place_is_caught(tmp_path, monkeypatch):
         if os.path.lexists(path):
             shutil.rmtree(path)
     monkeypatch.setattr(cp.rel, "discard", in_place)
-    result = cp.run_scenario("cleanup: releases, envs and cache", str(tmp_path))
+    result = cp.run_scenario("cleanup: releases, envs and cache", str(tmp_path), faults=["kill"])
     assert any(": N2 " in v and "half releases" in v for v in result["violations"])
