@@ -64,10 +64,10 @@ sanity: collection
 collection-test: collection
 	bash scripts/test-collection.sh dist/sglang-deploy-$$(python -c 'import yaml; print(yaml.safe_load(open("galaxy.yml"))["version"])').tar.gz
 
-# Unit tests without the ones that download (marked `network`), hypothesis with a fifth of its
-# examples (the `check` profile), two processes (pytest-xdist).
+# Unit tests without the ones that download (marked `network`) or build several real venvs
+# (`slow`), hypothesis with a fifth of its examples (the `check` profile), two processes.
 unit-check: setup
-	pytest tests/unit -n auto -m "not network" --hypothesis-profile=check
+	pytest tests/unit -n auto -m "not network and not slow" --hypothesis-profile=check
 
 # Every crash point of the switch, the env build and rebuild, and the cleanup, cut by a kill,
 # ENOSPC and EROFS, then the next run: the invariants of docs/design.md#the-switch, summarised.

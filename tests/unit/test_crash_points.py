@@ -12,6 +12,7 @@ from support import crash_points as cp
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_envs as envs
 
 
+@pytest.mark.slow
 def test_a_scenario_holds_every_invariant_at_every_crash_point(tmp_path):
     result = cp.run_scenario("deploy: switch from the layout before", str(tmp_path))
     assert result["points"] > 5 and result["runs"] == 3 * result["points"]
@@ -28,12 +29,14 @@ def _switch_of_the_version_before(base_dir, release, env_link):
     return manifest
 
 
+@pytest.mark.slow
 def test_a_switch_of_two_pointers_is_caught(tmp_path, monkeypatch):
     monkeypatch.setattr(cp.rel, "_switch", _switch_of_the_version_before)
     result = cp.run_scenario("rollback: switch back", str(tmp_path))
     assert any(": S2 " in v for v in result["violations"]), result["violations"]
 
 
+@pytest.mark.slow
 def test_a_cleanup_that_removes_in_place_is_caught(tmp_path, monkeypatch):
     def in_place(path, _trash):
         if os.path.lexists(path):

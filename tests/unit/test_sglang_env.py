@@ -71,6 +71,7 @@ def test_the_id_is_what_defines_the_set():
         envs.env_id(envs.spec_of("p", ["a==1", "b==1"], [], False))
 
 
+@pytest.mark.slow
 def test_built_once_then_reused_and_a_changed_env_is_refused(tmp_path, wheels):
     base = tmp_path / "base"
     first = envmod.present(_params(base, wheels))
@@ -152,6 +153,7 @@ def test_the_installer_runs_in_an_empty_directory_of_its_own(tmp_path, monkeypat
     assert where != str(tmp_path) and listing.strip() == "[]" and not os.path.exists(where)
 
 
+@pytest.mark.slow
 def test_a_release_env_is_built_again_from_its_recorded_set(tmp_path, wheels):
     base = tmp_path / "base"
     result = envmod.present(_params(base, wheels, requirements=[], env="0123456789abcdef",
@@ -161,6 +163,7 @@ def test_a_release_env_is_built_again_from_its_recorded_set(tmp_path, wheels):
     assert envs.read_marker(result["path"])["from"] == "recorded set"
 
 
+@pytest.mark.slow
 def test_a_recorded_set_needs_no_wheel_for_what_a_fresh_venv_already_holds(tmp_path, wheels):
     base = tmp_path / "base"
     first = envmod.present(_params(base, wheels))
@@ -171,6 +174,7 @@ def test_a_recorded_set_needs_no_wheel_for_what_a_fresh_venv_already_holds(tmp_p
     assert sorted(again["packages"]) == sorted(recorded)
 
 
+@pytest.mark.slow
 def test_a_failed_rebuild_puts_the_env_that_was_there_back(tmp_path, wheels):
     base = tmp_path / "base"
     first = envmod.present(_params(base, wheels))
@@ -191,6 +195,7 @@ def _module_file(env):
     return next(Path(env["path"]).glob("lib/python*/site-packages/sglang/__init__.py"))
 
 
+@pytest.mark.slow
 def test_an_edit_in_place_reaches_no_other_env_nor_the_cache_and_is_named(tmp_path, wheels):
     base = tmp_path / "base"
     one = envmod.present(_params(base, wheels))
@@ -212,6 +217,7 @@ def test_an_edit_in_place_reaches_no_other_env_nor_the_cache_and_is_named(tmp_pa
         envmod.present(_params(base, wheels))
 
 
+@pytest.mark.slow
 def test_hardlinks_asked_by_name_share_the_files_and_the_check_names_every_env(tmp_path, wheels):
     base = tmp_path / "base"
     one = envmod.present(_params(base, wheels, link_mode="hardlink"))
@@ -250,6 +256,7 @@ def test_a_rebuild_killed_midway_is_put_back_by_the_next_run(tmp_path, wheels):
     assert [n for n in os.listdir(base / "envs") if not n.startswith(".")] == [first["id"]]
 
 
+@pytest.mark.slow
 def test_the_cache_share_of_envs_no_longer_kept_is_reclaimed(tmp_path, wheels):
     base = tmp_path / "base"
     one = envmod.present(_params(base, wheels))
