@@ -33,7 +33,6 @@ import json
 import os
 import re
 import shutil
-import stat
 import subprocess
 
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import (
@@ -318,8 +317,9 @@ def reclaim_cache(base_dir, keep, check_mode=False):
 
 
 def disk_usage(paths):
-    """Bytes the trees under `paths` take on disk (st_blocks), each inode counted once: files
-    hardlinked between envs (or from uv's cache) are not counted twice. Symlinks not followed."""
+    """Bytes the trees under `paths` take on disk (st_blocks, directories included, as du
+    counts them), each inode counted once: files hardlinked between envs (or from uv's cache)
+    are not counted twice. Symlinks not followed."""
     seen, total = set(), 0
     for top in paths:
         for root, dirs, files in os.walk(top):
@@ -329,7 +329,7 @@ def disk_usage(paths):
                 except OSError:
                     continue
                 key = (info.st_dev, info.st_ino)
-                if key in seen or stat.S_ISDIR(info.st_mode):
+                if key in seen:
                     continue
                 seen.add(key)
                 total += info.st_blocks * 512
