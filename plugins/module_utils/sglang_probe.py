@@ -574,18 +574,134 @@ def resolved_record(args):
     return snapshot(args, field_names(type(args)))
 
 
-def volatile_fields(sa, argv, staged, first):
-    """Fields a second resolution of the same arguments sets otherwise (a random seed): SGLang
-    says they differ per run, so they are no difference between two versions. None when the
-    second resolution could not run."""
+class RandomDraws:
+    """Where SGLang drew random numbers while it resolved (file, line): a field written on such
+    a line (a random seed) is set otherwise on each run, so it is no difference between two
+    versions. One resolution tells, where a second one used to be run to compare."""
+
+    NAMES = ("random", "randint", "randrange", "choice", "choices", "getrandbits", "uniform",
+             "sample", "shuffle")
+
+    def __init__(self, tracer):
+        import random
+
+        self.module, self.tracer, self.sites, self.saved = random, tracer, set(), {}
+
+    def __enter__(self):
+        for name in self.NAMES:
+            original = getattr(self.module, name, None)
+            if original is not None:
+                self.saved[name] = original
+                setattr(self.module, name, self._traced(original))
+        return self
+
+    def __exit__(self, *exc):
+        for name, original in self.saved.items():
+            setattr(self.module, name, original)
+
+    def _traced(self, original):
+        def draw(*args, **kwargs):
+            file, line, _function = self.tracer.where(sys._getframe(1))
+            self.sites.add((file, line))
+            return original(*args, **kwargs)
+        return draw
+
+    def fields(self, changes):
+        """The changed fields whose write is a line that drew a random number."""
+        return sorted({c["field"] for c in changes if (c.get("file"), c.get("line")) in self.sites})
+
+
+# ---- the weights SGLang would load ---------------------------------------------------------
+# Formats the default loader reads (DefaultModelLoader._prepare_weights); others (dummy, gguf,
+# sharded_state, remote loaders) have loaders of their own.
+DEFAULT_LOADER_FORMATS = ("auto", "safetensors", "fastsafetensors", "instanttensor", "mistral",
+                          "pt", "npcache")
+HEADER_LIMIT = 100 * 1024 * 1024
+
+
+def safetensors_tensors(path):
+    """{name: (ndim, bytes)} of a safetensors file from its header alone (no tensor read):
+    8 bytes of header length, then the header's JSON with each tensor's shape and offsets."""
+    import struct
+
+    with open(path, "rb") as handle:
+        head = handle.read(8)
+        if len(head) != 8:
+            raise ValueError("shorter than a safetensors header")
+        (size,) = struct.unpack("<Q", head)
+        if size > HEADER_LIMIT:
+            raise ValueError(f"header of {size} bytes")
+        header = json.loads(handle.read(size))
+    out = {}
+    for name, item in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = item["data_offsets"]
+        out[name] = (len(item["shape"]), int(end) - int(start))
+    return out
+
+
+def weight_bytes(files):
+    """{sharded_bytes, replicated_bytes, tensors, sized_by_file, unread}: matrices (2 or more
+    dimensions, split over the tensor-parallel ranks by SGLang's parallel linear and embedding
+    layers) apart from vectors (norms, biases: a copy on each rank)."""
+    out = {"sharded_bytes": 0, "replicated_bytes": 0, "tensors": 0, "sized_by_file": [],
+           "unread": []}
+    for path in files:
+        name = os.path.basename(path)
+        if not path.endswith(".safetensors"):
+            # A pickled checkpoint has no header to read without torch.load: its size.
+            out["sharded_bytes"] += os.path.getsize(path)
+            out["sized_by_file"].append(name)
+            continue
+        try:
+            tensors = safetensors_tensors(path)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            out["unread"].append(f"{name}: {type(exc).__name__}: {exc}"[:300])
+            continue
+        for ndim, size in tensors.values():
+            out["sharded_bytes" if ndim >= 2 else "replicated_bytes"] += size
+        out["tensors"] += len(tensors)
+    return out
+
+
+def checkpoint_weights(args, tracer):
+    """The files SGLang's own loader selects for this checkpoint and load format
+    (DefaultModelLoader._prepare_weights: the first pattern that matches, the index's files
+    only, no training state) and their tensors' bytes. {error} when it cannot say: the
+    checkpoint is not a local directory (SGLang would download it), another loader reads this
+    format, or the loader raised. Never raises: the resolution is the verdict."""
+    path = getattr(args, "model_path", None)
+    load_format = str(getattr(args, "load_format", "auto") or "auto").lower()
+    if load_format not in DEFAULT_LOADER_FORMATS:
+        return {"error": f"load format {load_format} is read by a loader of its own, not by "
+                         "DefaultModelLoader"}
+    if not path or not os.path.isdir(path):
+        return {"error": f"{path} is not a directory here: SGLang would download it (weights "
+                         "not on this host yet)"}
     try:
-        again = sa.prepare_server_args(argv)
-        if staged:
-            again.resolve_once()
-        second = resolved_record(again)
-    except Exception:  # SGLang's to raise; the first resolution is the verdict
-        return None
-    return sorted(k for k in set(first) | set(second) if first.get(k) != second.get(k))
+        from sglang.srt.configs.load_config import LoadConfig
+        from sglang.srt.model_loader.loader import DefaultModelLoader
+
+        prepare = DefaultModelLoader._prepare_weights
+        # The loader reads the process's server arguments (0.5.2x): the ones just resolved.
+        publish = getattr(sys.modules.get("sglang.srt.server_args"),
+                          "set_global_server_args_for_scheduler", None)
+        if publish is not None:
+            publish(args)
+        loader = DefaultModelLoader(LoadConfig(load_format=load_format))
+        _folder, files, use_safetensors = prepare(
+            loader, path, getattr(args, "revision", None), True)
+    except Exception as exc:  # SGLang's to raise: the loader's own refusal is the evidence
+        return {"error": f"{type(exc).__name__}: {str(exc)[:500]}",
+                "selected_by": None}
+    code = prepare.__code__
+    out = {"files": sorted(os.path.basename(f) for f in files),
+           "safetensors": bool(use_safetensors), "load_format": load_format,
+           "selected_by": f"{tracer.rel(code.co_filename)}:{code.co_firstlineno} "
+                          f"{getattr(code, 'co_qualname', code.co_name)}"}
+    out.update(weight_bytes(files))
+    return out
 
 
 def installed_versions():
@@ -656,6 +772,7 @@ def probe(request, out):
 
         site = os.path.dirname(os.path.dirname(os.path.abspath(sglang.__file__)))
         tracer = Tracer(site)
+        draws = RandomDraws(tracer)
         from sglang.srt import server_args as sa
 
         start_tracing = trace_record(sa.ServerArgs, tracer)
@@ -667,19 +784,20 @@ def probe(request, out):
         # releases resolve inside the record's __post_init__, while it is built.
         staged = hasattr(sa.ServerArgs, "resolve_once")
         report["entry"] = "ServerArgs.resolve_once" if staged else "ServerArgs.__post_init__"
-        args = sa.prepare_server_args(argv)
+        with draws:
+            args = sa.prepare_server_args(argv)
         stage = "resolve"
         if staged:
             start_tracing(args)  # what was asked is the parsed record
-            args.resolve_once()
+            with draws:
+                args.resolve_once()
         resolved = resolved_record(args)
         asked = tracer.asked if tracer.asked is not None else {}
         report["asked"], report["resolved"] = asked, resolved
         report["changes"] = changes(asked, resolved, tracer.events,
                                     fallback_site(type(args), tracer))
-        kept = len(log.records)
-        report["volatile"] = volatile_fields(sa, argv, staged, resolved)
-        del log.records[kept:]
+        report["volatile"] = draws.fields(report["changes"])
+        report["weights"] = checkpoint_weights(args, tracer)
     except BaseException as exc:  # SGLang's own verdict, whatever it raised
         if isinstance(exc, KeyboardInterrupt):
             raise

@@ -181,9 +181,20 @@ packages:
   type: dict
   returned: when the probe ran
 volatile:
-  description: Fields a second resolution of the same arguments set otherwise (a random seed),
-    or null when it could not run.
+  description: Fields SGLang set from a random draw while it resolved (a random seed), found by
+    tracing the draws of one resolution; no difference between two versions.
   type: list
+  returned: when SGLang resolved
+weights:
+  description:
+    - The weight files SGLang's own loader selects for the checkpoint and load format
+      (C(DefaultModelLoader._prepare_weights)) and their tensors' bytes from the safetensors
+      headers - {files, safetensors, load_format, selected_by, sharded_bytes,
+      replicated_bytes, tensors, sized_by_file, unread}; matrices (sharded_bytes) are split
+      over the tensor-parallel ranks, vectors (replicated_bytes) are whole on each.
+    - "{error} when it cannot say: not a local directory, a format another loader reads, or
+      the loader raised."
+  type: dict
   returned: when SGLang resolved
 log:
   description: "[{level, message, file, line, function}] of SGLang's log records while resolving."
@@ -349,7 +360,7 @@ def _take_report(out, report):
     """Copy the probe's report into the result; an import error means SGLang never ran."""
     out.update({k: report.get(k, out.get(k)) for k in (
         "sglang_version", "entry", "resolved", "changes", "error", "unknown_flags", "log",
-        "stubbed", "driver", "known_flags", "torch", "uid", "packages", "volatile")})
+        "stubbed", "driver", "known_flags", "torch", "uid", "packages", "volatile", "weights")})
     error = report.get("error") or {}
     if error.get("stage") == "import":
         # SGLang could not even be imported: nothing SGLang said about the arguments.
@@ -357,6 +368,40 @@ def _take_report(out, report):
         out["import_error"], out["error"] = error, None
     else:
         out["ran"] = True
+
+
+# The probe's report: the type of each field it may hold (None allowed everywhere).
+REPORT_TYPES = {"sglang_version": str, "entry": str, "resolved": dict, "changes": list,
+                "error": dict, "unknown_flags": list, "log": list, "stubbed": dict, "driver": bool,
+                "known_flags": int, "torch": dict, "uid": int, "packages": dict, "volatile": list,
+                "weights": dict, "asked": dict, "elapsed_s": (int, float)}
+REPORT_DEPTH = 32
+
+
+def _depth(value, limit):
+    """Whether `value` nests deeper than `limit` (iteratively: no recursion to exhaust)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return False
+
+
+def report_problem(report):
+    """Why the probe's report is not one (a field of the wrong type, nesting past any record
+    SGLang resolves), or None."""
+    wrong = [k for k, kind in REPORT_TYPES.items()
+             if report.get(k) is not None and not isinstance(report[k], kind)]
+    if wrong:
+        return f"fields of the wrong type: {', '.join(wrong)}"
+    if _depth(report, REPORT_DEPTH):
+        return f"nested deeper than {REPORT_DEPTH} levels"
+    return None
 
 
 def resolve(params):
@@ -409,9 +454,13 @@ def _run_probe(argv, stdin, env, params, out, started):
         report = json.loads(proc.stdout)
         if not isinstance(report, dict):
             raise ValueError("not an object")
-    except ValueError:
+    except (ValueError, RecursionError):
         out["reason"] = (f"the resolution exited {proc.returncode} without a report: "
                          + (" | ".join(tail[-5:]) or "no output"))
+        return out
+    problem = report_problem(report)
+    if problem:
+        out["reason"] = f"the resolution's report cannot be read: {problem}"
         return out
     _take_report(out, report)
     out["stderr_tail"] = tail
