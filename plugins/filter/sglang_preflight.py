@@ -11,11 +11,12 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_effective import sglang_effective
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_effective import effective_backend, sglang_effective
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_expect import check_expect, speculative_diffs
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpus import check_gpus
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_memory import memory
+from ansible_collections.sglang.deploy.plugins.plugin_utils import sglang_evidence as evidence
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_tp import local_tp, tp_gpus
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_values import int_arg, truthy
 
@@ -84,11 +85,11 @@ def nvidia_topology(topo_text, p2p_text=None):
 
 
 def _judge(level, on, what):
-    """ok/warn/fail for a setting predicted `on` (None: unknown) against the operator's level."""
+    """ok/warn/fail for a setting predicted `on` against the operator's level; `unknown` when
+    it could not be predicted (no evidence is never ok)."""
     if on is None:
-        if level == "auto":
-            return "ok", ""
-        return "warn", f"{what} is expected {level} but could not be predicted"
+        return "unknown", f"{what} could not be predicted" + (
+            f" (sglang_expect: {level})" if level != "auto" else "")
     if level == "required" and not on:
         return "fail", f"{what} is required by sglang_expect but will be off"
     if level == "off" and on:
@@ -146,16 +147,17 @@ def _logged(resolution, *words):
 def resolved_view(resolved):
     """The rows' values from SGLang's resolved fields (any 0.5.x shape)."""
     effective = sglang_effective(resolved)
-    prefill = effective.get("prefill_cuda_graph")
+    decode, prefill = effective.get("decode_cuda_graph"), effective.get("prefill_cuda_graph")
+    disabled = resolved.get("disable_custom_all_reduce")
     return {
-        "decode_cuda_graph": effective["decode_cuda_graph"] == "on",
+        "decode_cuda_graph": None if decode is None else decode == "on",
         "prefill_cuda_graph": None if prefill is None else prefill == "on",
         "speculative": effective.get("speculative"),
         "tp_size": resolved.get("tp_size"),
         "max_running_requests": resolved.get("max_running_requests"),
         "attention_backend": resolved.get("attention_backend"),
         "cuda_graph_max_bs_decode": effective.get("decode_max_bs"),
-        "custom_all_reduce": not resolved.get("disable_custom_all_reduce", False),
+        "custom_all_reduce": None if not isinstance(disabled, bool) else not disabled,
     }
 
 
@@ -196,7 +198,8 @@ def source_view(args):
                 "eagle_topk": int_arg(args, "speculative-eagle-topk"),
                 "num_draft_tokens": int_arg(args, "speculative-num-draft-tokens")}
     return {
-        "decode_cuda_graph": False if decode_off else True,
+        # Off where a switch says so; otherwise SGLang decides (other rules may turn it off).
+        "decode_cuda_graph": False if decode_off else None,
         "prefill_cuda_graph": False if prefill_off else None,
         "speculative": spec,
         "tp_size": int_arg(args, "tp-size", 1) or 1,
@@ -258,18 +261,21 @@ class Verdict:
             return _row("resolution", "sglang", "import error", "fail",
                         f"{reason}: the server would fail the same way; repair the ml-env "
                         "(sglang_version, sglang_pip_extra_packages)")
-        return _row("resolution", "sglang", "source", "warn",
+        return _row("resolution", "sglang", "source", "unknown",
                     f"SGLang did not resolve the release ({reason}); predictions below come "
                     "from the arguments and the sources, and rules only SGLang can evaluate "
                     "are marked unknown")
 
     def tp_row(self):
         total, expect = self.total_tp, self.expect.get("tp_size")
+        if self.by_sglang and not isinstance(self.view["tp_size"], int):
+            return _row("tp_size", expect or total, "unknown", "unknown",
+                        "SGLang's resolved record has no tp_size")
         per_node = "" if self.tp == total else f" ({self.tp} on this node)"
         if expect and expect != total:
             return _row("tp_size", expect, total, "fail", f"the release resolves to tp size {total}")
         if not self.gpus.get("present"):
-            return _row("tp_size", expect or total, total, "warn",
+            return _row("tp_size", expect or total, total, "unknown",
                         f"no GPU to check it against: {self.gpus.get('reason') or 'no GPU facts'}")
         if self.tp_why:
             return _row("tp_size", total, total, "fail", self.tp_why)
@@ -289,7 +295,9 @@ class Verdict:
         fraction = resolved.get("mem_fraction_static") if self.by_sglang \
             else self.args.get("mem-fraction-static")
         used = self.tp_gpus[:self.tp] if self.tp_gpus else None
-        predicted, status, evidence = memory(self.facts, self.total_tp * (pp or 1), used, fraction)
+        weights = self.resolution.get("weights") if self.by_sglang else None
+        predicted, status, evidence = memory(self.facts, weights, self.total_tp, pp, used,
+                                             fraction)
         return _row("memory", "fits", predicted, status, evidence)
 
     def decode_row(self):
@@ -304,8 +312,8 @@ class Verdict:
                       + (f"; {'; '.join(evidence)}" if evidence else ""))
         else:
             off = _phase_off(self.args, "decode")
-            detail = off or (f"no switch in the release turns it off; captured up to batch "
-                             f"size {max_bs or 'of sglang ' + self.version + ' default'}")
+            detail = off or ("no switch in the release turns it off; whether SGLang's other "
+                             "rules do is decided by its resolution, which did not run here")
         return _row("decode_cuda_graph", level, _onoff(on), status,
                     "; ".join(filter(None, [why, detail])))
 
@@ -318,9 +326,7 @@ class Verdict:
                                 "disable_piecewise_cuda_graph", "enable_piecewise_cuda_graph") \
                 + _logged(self.resolution, "prefill cuda graph", "piecewise cuda graph",
                           "breakable cuda graph")
-            graphs = self.resolution["resolved"].get("cuda_graph_config")
-            backend = (graphs.get("prefill") or {}).get("backend") \
-                if isinstance(graphs, dict) else None
+            backend = effective_backend(self.resolution["resolved"], "prefill")
             detail = (f"{self.how}: prefill graph {_onoff(on)}"
                       + (f" (backend {backend})" if backend else "")
                       + (f"; {'; '.join(evidence)}" if evidence else "")
@@ -332,8 +338,6 @@ class Verdict:
             else:
                 on, detail = self._prefill_from_source(arch)
                 status, why = _judge(level, on, "the prefill (piecewise) CUDA graph")
-                if on is None and status == "ok":
-                    status = "warn"
         return _row("prefill_cuda_graph", level, _onoff(on), status,
                     "; ".join(filter(None, [why, detail])))
 
@@ -374,8 +378,12 @@ class Verdict:
 
     def speculative_row(self):
         predicted, wanted = self.view["speculative"], self.expect.get("speculative")
-        if wanted is None and not predicted:
+        asked = self.args.get("speculative-algorithm")
+        if wanted is None and not predicted and not (asked and self.by_sglang):
             return None
+        malformed = self._malformed_speculative(predicted, asked)
+        if malformed:
+            return _row("speculative", wanted, predicted or "unknown", "unknown", malformed)
         diffs = speculative_diffs(wanted, predicted, "resolved" if self.by_sglang else "release has")
         if self.by_sglang:
             detail = "; ".join(_changed(self.resolution, "speculative_algorithm",
@@ -384,6 +392,21 @@ class Verdict:
             return _row("speculative", wanted, predicted, "fail" if diffs else "ok",
                         "; ".join(diffs) or detail)
         return self._unresolved_speculative_row(wanted, predicted, diffs)
+
+    def _malformed_speculative(self, predicted, asked):
+        """Why SGLang's resolved speculative settings are no evidence (None when they are)."""
+        if not self.by_sglang:
+            return None
+        if not predicted or not isinstance(
+                self.resolution["resolved"].get("speculative_algorithm"), str):
+            return (f"the release asks speculative-algorithm {asked}; SGLang's resolved record "
+                    "names none")
+        counts = {k: predicted.get(k) for k in ("num_steps", "eagle_topk", "num_draft_tokens")}
+        wrong = [k for k, v in counts.items()
+                 if (v is not None or k == "num_steps") and not _count(v)]
+        if wrong:
+            return f"SGLang's resolved record has no count for {', '.join(wrong)}"
+        return None
 
     @staticmethod
     def _unresolved_speculative_row(wanted, predicted, diffs):
@@ -394,10 +417,12 @@ class Verdict:
         if wrong:
             return _row("speculative", wanted, predicted, "fail", "; ".join(wrong))
         if named:
-            return _row("speculative", wanted, predicted, "warn",
+            return _row("speculative", wanted, predicted, "unknown",
                         f"{named[0]}: could not resolve the name here (SGLang maps aliases when "
                         "it resolves); verification checks what the server reports")
-        return _row("speculative", wanted, predicted, "ok", "as rendered")
+        return _row("speculative", wanted, predicted, "unknown",
+                    "as rendered; SGLang did not resolve it here (verification checks what the "
+                    "server reports)")
 
     def value_row(self, name, flag, what):
         """max_running_requests / attention_backend: the resolved value and who set it."""
@@ -408,13 +433,18 @@ class Verdict:
                         f"{flag} in sglang_server_args or change the expectation; "
                         + "; ".join(_changed(self.resolution, name)))
         if self.by_sglang:
+            kind = int if name == "max_running_requests" else str
+            if not (_count(value) if kind is int else isinstance(value, str)):
+                return _row(name, wanted, "unknown", "unknown",
+                            f"SGLang's resolved record has no {name} ({kind.__name__})")
             changed = _changed(self.resolution, name)
             detail = "; ".join(changed) if changed else f"{what} as asked ({self.how})"
             return _row(name, wanted, value, "ok", detail)
-        status = "warn" if wanted is not None and value != wanted else "ok"
+        status = "warn" if wanted is not None and value is not None and value != wanted \
+            else "unknown"
         return _row(name, wanted, value if value is not None else "unknown", status,
-                    f"{flag} {value}" if value is not None else
-                    f"{flag} unset: SGLang decides at start, and did not resolve here")
+                    f"{flag} {value} asked; SGLang did not resolve it here" if value is not None
+                    else f"{flag} unset: SGLang decides at start, and did not resolve here")
 
     def flags_row(self, args_check):
         unknown, counted = None, None
@@ -423,7 +453,7 @@ class Verdict:
         elif args_check and args_check.get("checked"):
             unknown, counted = args_check.get("unknown") or [], args_check.get("known_count")
         elif args_check:
-            return _row("flags", "known", "unchecked", "warn",
+            return _row("flags", "known", "unchecked", "unknown",
                         f"the installed parser could not run: {args_check.get('reason')}")
         else:
             return None
@@ -437,6 +467,11 @@ class Verdict:
         return _row("flags", "known", "unknown", "fail",
                     f"sglang {self.version}'s parser does not know {'; '.join(parts)}: rename or "
                     "remove them in sglang_server_args or the profile")
+
+
+def _count(value):
+    """A whole number of at least 1 (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def _loopback(host):
@@ -464,8 +499,15 @@ def _exposure(args, api_key_set):
 
 def sglang_preflight(facts, args, env=None, expect=None, strict=False, resolution=None,
                      api_key_set=False, args_check=None, import_must_work=False):
-    """The verdict: {sglang_version, resolved_by, startup_error, resolved, changes, rows, ok,
-    failures, warnings}; rows are {name, expect, predicted, status, evidence}.
+    """The verdict: {sglang_version, resolved_by, startup_error, resolved, changes, rows,
+    verdict, ok, failures, warnings, unknowns}; rows are {name, expect, predicted, status,
+    evidence}, a row's status one of ok, warn, fail, unknown.
+
+    Fail closed: a row is ok or warn only from evidence in this report; a check whose evidence
+    is missing (no GPU facts, no resolution, weights that cannot be read) is `unknown` with the
+    reason. `verdict` is `fail` when a row fails, else `unknown` when a row has no evidence,
+    else `ok`; `ok` is `verdict == "ok"`. A deploy refuses `failures` (and, strict, every
+    warning and unknown); the live server's verification proves what stayed unknown here.
 
     `resolution` is what sglang_resolve returned: when SGLang resolved the release, every row
     comes from its resolved values, with the traced changes and its log lines as evidence;
@@ -478,7 +520,8 @@ def sglang_preflight(facts, args, env=None, expect=None, strict=False, resolutio
         raise AnsibleFilterError("sglang_preflight: facts and args must be mappings")
     env = dict(env or {})
     expect = check_expect(expect)
-    v = Verdict(facts, args, env, expect, resolution, import_must_work)
+    facts = {**facts, "gpus": evidence.gpus(facts.get("gpus"))}
+    v = Verdict(facts, args, env, expect, evidence.resolution(resolution), import_must_work)
     rows = [v.resolution_row(), v.tp_row(), v.memory_row(), v.decode_row(), v.prefill_row(),
             *_topology_checks(facts, args, env, expect, v.tp, v.tp_gpus,
                               v.view["custom_all_reduce"]),
@@ -491,11 +534,11 @@ def sglang_preflight(facts, args, env=None, expect=None, strict=False, resolutio
 
 
 def _strict(rows):
-    """Every warning a failure (sglang_expect_strict)."""
+    """Every warning and every row without evidence a failure (sglang_expect_strict)."""
     for row in rows:
-        if row["status"] == "warn":
+        if row["status"] in ("warn", "unknown"):
+            row["evidence"] += f" (strict: {row['status']} fails)"
             row["status"] = "fail"
-            row["evidence"] += " (strict: warnings fail)"
     return rows
 
 
@@ -516,11 +559,18 @@ def _resolved(v, rows):
     return resolved
 
 
+def _with_status(rows, status):
+    """The rows of one status; `unknown` also takes any status that is not a verdict."""
+    if status == "unknown":
+        return [r for r in rows if r["status"] not in ("ok", "warn", "fail")]
+    return [r for r in rows if r["status"] == status]
+
+
 def _verdict(v, rows):
     """The filter's answer from the checks (`v`) and their rows."""
-    failures = [r for r in rows if r["status"] == "fail"]
-    warnings = [r for r in rows if r["status"] == "warn"]
+    failures, warnings, unknowns = (_with_status(rows, s) for s in ("fail", "warn", "unknown"))
     error = v.error
+    verdict = "fail" if failures else "unknown" if unknowns else "ok"
     return {
         "sglang_version": v.version,
         "resolved_by": "sglang" if v.by_sglang else "source",
@@ -530,9 +580,11 @@ def _verdict(v, rows):
         "changes": [{k: c.get(k) for k in CHANGE_KEYS}
                     for c in (v.resolution.get("changes") or []) if v.by_sglang],
         "rows": rows,
-        "ok": not failures,
+        "verdict": verdict,
+        "ok": verdict == "ok",
         "failures": [f"{r['name']}: {r['evidence']}" for r in failures],
         "warnings": [f"{r['name']}: {r['evidence']}" for r in warnings],
+        "unknowns": [f"{r['name']}: {r['evidence']}" for r in unknowns],
     }
 
 
@@ -555,8 +607,8 @@ def _topology_checks(facts, args, env, expect, tp, tp_gpus, car_on):
     if topo is None:
         reason = f"no topology to check: {gpus.get('reason') or 'nvidia-smi topo printed nothing'}"
         return [_row("custom_all_reduce", expect["custom_all_reduce"],
-                     "on" if car_on else "off", "warn", reason),
-                _row("nccl_p2p", expect["nccl_p2p"], "unknown", "warn", reason)]
+                     "on" if car_on else "off", "unknown", reason),
+                _row("nccl_p2p", expect["nccl_p2p"], "unknown", "unknown", reason)]
     paths = _tp_paths(topo, (tp_gpus or [])[:tp], facts, env)
     return [_custom_all_reduce_row(expect["custom_all_reduce"], paths, car_on,
                                    truthy(args.get("enable-p2p-check"))),
@@ -580,6 +632,9 @@ def _tp_paths(topo, used, facts, env):
 
 def _custom_all_reduce_row(expect, paths, car_on, p2p_check):
     """Custom all-reduce: off as asked, a crash without peer access, or what the links allow."""
+    if car_on is None:
+        return _row("custom_all_reduce", expect, "unknown", "unknown",
+                    "SGLang's resolved record has no disable_custom_all_reduce")
     if car_on and paths["no_peer"] and not p2p_check:
         no_peer = paths["no_peer"]
         return _row(
@@ -600,7 +655,7 @@ def _custom_all_reduce_row(expect, paths, car_on, p2p_check):
     else:
         on, reason = True, paths["link_text"]
     status, why = _judge(expect, on, "custom all-reduce")
-    return _row("custom_all_reduce", expect, "on" if on else "off", status or "ok", why or reason)
+    return _row("custom_all_reduce", expect, "on" if on else "off", status, why or reason)
 
 
 def _nccl_p2p_row(expect, paths):
@@ -637,8 +692,11 @@ def sglang_preflight_table(verdict):
     lines = ["  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4] for r in rows]
     how = ("resolved by sglang" if verdict.get("resolved_by") == "sglang"
            else "read from the sources (not resolved by sglang)")
+    unknowns = verdict.get("unknowns") or []
     head = f"preflight for sglang {verdict['sglang_version']}, {how}: " + (
-        "OK" if verdict["ok"] else f"{len(verdict['failures'])} FAILED")
+        f"{len(verdict['failures'])} FAILED" if verdict["failures"]
+        else f"UNKNOWN ({len(unknowns)} rows without evidence)" if unknowns or not verdict["ok"]
+        else "OK")
     return [head] + lines + sglang_changes_table(verdict)
 
 

@@ -5,10 +5,12 @@ this file only sets them side by side. Unit-tested in tests/unit/test_sglang_upg
 """
 
 import fnmatch
+import re
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_packages import canonical
+from ansible_collections.sglang.deploy.plugins.plugin_utils import sglang_evidence as evidence
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
 
 # Distributions whose change an operator must see (GPU kernels, the model code, the
@@ -28,9 +30,12 @@ def _flat(value, prefix=""):
 
 
 def _resolved(resolution):
-    """The side's resolved record, or None when SGLang did not resolve the release there."""
-    resolved = (resolution or {}).get("resolved")
-    return resolved if isinstance(resolved, dict) and resolved else None
+    """The side's resolved record, or None when SGLang did not resolve the release there (it
+    did not run, or raised)."""
+    resolution = resolution or {}
+    resolved = resolution.get("resolved")
+    ok = resolution.get("ran") is True and not resolution.get("error")
+    return resolved if ok and isinstance(resolved, dict) and resolved else None
 
 
 def _sites(resolution):
@@ -126,6 +131,90 @@ def prerequisites(prereqs):
     return rows, list(prereqs.get("failures") or [])
 
 
+def _unresolved(side, resolution):
+    """Why a side has no resolution to compare (None when it has one, or SGLang refused the
+    release there: a refusal is evidence, and a change needed)."""
+    if _resolved(resolution) is not None:
+        return None
+    if resolution is None:
+        return f"the {side} SGLang was not asked (sglang_preflight_resolve is off)"
+    error = resolution.get("error") if isinstance(resolution.get("error"), dict) else None
+    if resolution.get("ran") and error:
+        return None if side == "candidate" else (
+            f"the {side} SGLang raised {error.get('type')} at {error.get('file')}:"
+            f"{error.get('line')} while it resolved the release")
+    return f"the {side} SGLang did not resolve the release: " + str(
+        resolution.get("reason") or "its report holds no resolved record")
+
+
+VERSION = re.compile(r"[0-9]{1,5}(\.[0-9]{1,5}){0,3}")
+
+
+def _version(value):
+    """A version string as a tuple, or None when it is not one."""
+    if not isinstance(value, str) or not VERSION.fullmatch(value.strip()):
+        return None
+    return tuple(int(x) for x in value.strip().split("."))
+
+
+def _driver_unknown(facts, new_resolution):
+    """Why the driver is no evidence for the candidate's torch (None when it is)."""
+    cuda = facts.get("torch_cuda")
+    torch = (new_resolution or {}).get("torch") or {}
+    if cuda is None and isinstance(torch.get("version"), str) and torch.get("cuda") is None \
+            and "torch_cuda" in facts:
+        return None  # a CPU build of torch, as SGLang's own import of it said: no driver
+    if _version(cuda) is None:
+        return ("the CUDA version the candidate's torch is built for cannot be read (no "
+                "torch/version.py in its env): the driver was not checked")
+    if _version(facts.get("driver_needed")) is None:
+        return (f"torch is built for CUDA {cuda}, which sglang_cuda_min_driver does not list: "
+                "the driver was not checked")
+    if _version(facts.get("driver")) is None:
+        return (f"no NVIDIA driver answers (nvidia-smi): whether this host runs CUDA {cuda} "
+                f"(driver >= {facts['driver_needed']}) is unknown")
+    return None
+
+
+def _prerequisites_unknown(prereqs, new_resolution):
+    """Why the candidate's host prerequisites are no evidence of a start: not read, read
+    before its env existed, no driver answering, a CUDA the table does not list, a toolchain
+    not read."""
+    if prereqs is None:
+        return ["the candidate's host prerequisites were not read"]
+    facts = prereqs["facts"]
+    if prereqs["packages"].get("venv_exists") is not True:
+        return ["the candidate's prerequisites were read before its env existed: its torch's "
+                "CUDA was not checked"]
+    out = [_driver_unknown(facts, new_resolution)]
+    if not (isinstance(facts.get("cc"), str) and facts["cc"].startswith("/")) \
+            or facts.get("python_h") is not True:
+        if not any(f.startswith("toolchain:") for f in prereqs["failures"]):
+            out.append("the C compiler and the Python headers were not read")
+    return [why for why in out if why]
+
+
+def _driver_too_old(prereqs):
+    """The driver check, made here from the facts (the module's failure is not trusted alone)."""
+    facts = (prereqs or {}).get("facts") or {}
+    driver, needed = _version(facts.get("driver")), _version(facts.get("driver_needed"))
+    if driver is None or needed is None or driver >= needed or any(
+            f.startswith("driver:") for f in prereqs["failures"]):
+        return []
+    return [f"driver: NVIDIA driver {facts['driver']} is older than {facts['driver_needed']}, "
+            f"which CUDA {facts.get('torch_cuda')} needs: upgrade the driver"]
+
+
+def unknowns(old_resolution, new_resolution, old_verdict, new_verdict, prereqs):
+    """What the plan lacks to say `ready`: each side's resolution and rows with evidence (the
+    rows compared), the candidate's prerequisites read after its env was built."""
+    out = [why for why in (_unresolved("serving", old_resolution),
+                           _unresolved("candidate", new_resolution)) if why]
+    for side, judged in (("serving", old_verdict), ("candidate", new_verdict)):
+        out += [f"{side} {u}" for u in judged.get("unknowns") or []]
+    return out + _prerequisites_unknown(prereqs, new_resolution)
+
+
 def _changes_needed(report, new_verdict, prereq_failures):
     out = [f"{f['flag']}: rename or drop it (nearest: {', '.join(f['nearest']) or 'none'})"
            for f in report["refused_flags"]]
@@ -145,15 +234,23 @@ def sglang_upgrade_report(old_verdict, new_verdict, old_resolution, new_resoluti
 
     `old_verdict`/`new_verdict`: sglang_preflight of the release in each venv;
     `old_resolution`/`new_resolution`: what sglang_resolve returned there; `prereqs`:
-    sglang_host_prereqs run on the candidate's venv (optional). The verdict is `ready` when the
-    candidate's preflight passes and nothing is needed, else `changes needed`."""
+    sglang_host_prereqs run on the candidate's venv after it was built. The verdict fails
+    closed: `changes needed` when something must change (refused flags, a refusal at start, a
+    failing row, a prerequisite), else `unknown` when evidence is missing (a side that did not
+    resolve, crashed or timed out, a candidate row without evidence, prerequisites not read or
+    read before the env existed, no driver answering), each reason in `unknowns`; `ready`
+    only from evidence on both sides."""
     for name, value in (("old_verdict", old_verdict), ("new_verdict", new_verdict)):
         if not isinstance(value, dict) or "rows" not in value:
             raise AnsibleFilterError(f"sglang_upgrade_report: {name} must be a preflight verdict "
                                      "(sglang_preflight's answer)")
+    old_resolution = evidence.resolution(old_resolution)
+    new_resolution = evidence.resolution(new_resolution)
+    prereqs = evidence.prereqs(prereqs)
     diffs, added, removed = differences(old_resolution, new_resolution)
     packages, others = package_changes(old_resolution, new_resolution, old_verdict, new_verdict)
     rows, prereq_failures = prerequisites(prereqs)
+    prereq_failures += _driver_too_old(prereqs)
     report = {
         "from": old_verdict, "to": new_verdict,
         "from_version": old_verdict.get("sglang_version"),
@@ -167,8 +264,11 @@ def sglang_upgrade_report(old_verdict, new_verdict, old_resolution, new_resoluti
         "prerequisites": rows,
     }
     report["changes_needed"] = _changes_needed(report, new_verdict, prereq_failures)
-    ready = new_verdict.get("ok") and not report["changes_needed"]
-    report["verdict"] = "ready" if ready else "changes needed"
+    report["unknowns"] = unknowns(old_resolution, new_resolution, old_verdict, new_verdict,
+                                  prereqs)
+    report["verdict"] = ("changes needed" if report["changes_needed"] or new_verdict.get("failures")
+                         else "unknown" if report["unknowns"] or not new_verdict.get("ok")
+                         else "ready")
     return report
 
 
@@ -207,6 +307,7 @@ def sglang_upgrade_table(report):
     lines += [f"  prerequisite {p['what']}: needs {p['needed']}, found {p['found'] or 'none here'}"
               for p in report["prerequisites"]]
     lines += [f"  to do: {c}" for c in report["changes_needed"]]
+    lines += [f"  unknown: {u}" for u in report.get("unknowns") or []]
     return lines
 
 
@@ -220,7 +321,7 @@ def sglang_upgrade_summary(hosts, hostvars):
             continue
         head = (f"{host}: sglang {report['from_version']} -> {report['to_version']}: "
                 f"{report['verdict']}, {len(report['differences'])} resolved fields differ")
-        first = report["changes_needed"][:1]
+        first = (report["changes_needed"] or report.get("unknowns") or [])[:1]
         lines.append(head + (f"; first: {_short(first[0], 160)}" if first else ""))
     return lines
 

@@ -75,6 +75,11 @@ def sglang_args_from_server_info(info):
             if k not in NOT_ARGS and val not in (None, False, "", [], {})}
 
 
+# The figures compared with the baseline, and which way is better.
+REGRESSION_KEYS = {"decode_tok_s_per_user": "higher", "output_tok_s": "higher",
+                   "ttft_ms_p50": "lower"}
+
+
 def _level(smoke, concurrency):
     return next((lv for lv in (smoke or {}).get("levels", []) if lv["concurrency"] == concurrency),
                 None)
@@ -119,17 +124,30 @@ def sglang_smoke_gate(smoke, min_decode_tok_s=None, max_ttft_ms=None, baseline=N
     if not levels:
         raise AnsibleFilterError("sglang_smoke_gate: the smoke test returned no levels")
     failures = [*_failed_requests(levels), *_below_floors(levels[0], floor, ttft_cap)]
-    slower, rows = [], []
+    slower, unmeasured, rows = [], [], []
     baseline_name = ("the previous good release" if regressions == "refuse"
                      else "its own figures when it was proven")
     for lv in levels:
         base = _level(baseline, lv["concurrency"])
         rows.append({"concurrency": lv["concurrency"], "now": lv, "baseline": base})
         slower += _regressions(lv, base, tolerance, baseline_name)
+        unmeasured += _unmeasured(lv, base, baseline_name)
+    measured = {lv["concurrency"] for lv in levels}
+    unmeasured += [f"concurrency {b['concurrency']} was not measured; {baseline_name} has it"
+                   for b in (baseline or {}).get("levels") or []
+                   if isinstance(b, dict) and b.get("concurrency") not in measured]
+    # Fail closed: a figure the baseline has and this run lacks is no evidence of "not slower".
     if regressions == "refuse":
-        failures += slower
-    return {"ok": not failures, "failures": failures,
-            "warnings": slower if regressions == "warn" else [], "rows": rows}
+        failures += slower + unmeasured
+    return {"ok": not failures, "failures": failures, "unknowns": unmeasured,
+            "warnings": slower + unmeasured if regressions == "warn" else [], "rows": rows}
+
+
+def _unmeasured(lv, base, baseline_name):
+    """The figures of a level the baseline has and this run did not measure."""
+    return [f"{key} at concurrency {lv['concurrency']} was not measured; {baseline_name} has "
+            f"{base[key]}" for key in REGRESSION_KEYS
+            if positive((base or {}).get(key)) is not None and positive(lv.get(key)) is None]
 
 
 def _failed_requests(levels):
@@ -154,11 +172,10 @@ def _below_floors(first, floor, ttft_cap):
 def _regressions(lv, base, tolerance, baseline_name):
     """One level against the same level of the baseline."""
     failures = []
-    for key, better in (("decode_tok_s_per_user", "higher"), ("output_tok_s", "higher"),
-                        ("ttft_ms_p50", "lower")):
-        now, then = lv.get(key), (base or {}).get(key)
-        if now is None or not then:
-            continue
+    for key, better in REGRESSION_KEYS.items():
+        now, then = positive(lv.get(key)), positive((base or {}).get(key))
+        if now is None or then is None:
+            continue  # nothing to compare: _unmeasured names what this run lacks
         change = now / then - 1
         worse = -change if better == "higher" else change
         if worse > tolerance:

@@ -9,29 +9,44 @@ SPEC_FIELDS = {"algorithm": "speculative_algorithm", "num_steps": "speculative_n
 
 
 def _on(backend):
-    return backend not in (None, "disabled")
+    """Whether a graph backend is on; None when no backend is named (no evidence either way)."""
+    return backend != "disabled" if isinstance(backend, str) else None
+
+
+def _onoff(on):
+    return None if on is None else ("on" if on else "off")
 
 
 def _graphs(config):
     """(decode backend, prefill backend, prefill on, decode max bs, shape) from 0.5.16+
     cuda_graph_config."""
-    decode = config.get("decode") or {}
-    prefill = config.get("prefill") or {}
+    decode = config.get("decode") if isinstance(config.get("decode"), dict) else {}
+    prefill = config.get("prefill") if isinstance(config.get("prefill"), dict) else {}
     return (decode.get("backend"), prefill.get("backend"), _on(prefill.get("backend")),
             decode.get("max_bs"), "cuda_graph_config (0.5.16+)")
 
 
+def effective_backend(info, phase):
+    """The backend cuda_graph_config names for a phase (0.5.16+), or None."""
+    config = info.get("cuda_graph_config")
+    return _graphs(config)[0 if phase == "decode" else 1] if isinstance(config, dict) else None
+
+
 def _legacy_graphs(info):
     """The same from the <= 0.5.12 flags (prefill on: None when this version does not say)."""
-    decode_on = not info.get("disable_cuda_graph", False)
+    decode_on = not info["disable_cuda_graph"] if "disable_cuda_graph" in info else None
     if "disable_piecewise_cuda_graph" in info:
-        prefill_on = decode_on and not info["disable_piecewise_cuda_graph"]
+        asked = not info["disable_piecewise_cuda_graph"]
     elif "enable_piecewise_cuda_graph" in info:  # 0.5.4 - 0.5.9: opt-in
-        prefill_on = decode_on and bool(info["enable_piecewise_cuda_graph"])
+        asked = bool(info["enable_piecewise_cuda_graph"])
     else:
-        prefill_on = None
+        asked = None
+    # Off when its own flag says so; on only when the decode graph is on too.
+    prefill_on = False if asked is False or decode_on is False else (
+        None if asked is None or decode_on is None else True)
     prefill_backend = None if prefill_on is None else ("piecewise" if prefill_on else "disabled")
-    return ("full" if decode_on else "disabled", prefill_backend, prefill_on,
+    decode_backend = None if decode_on is None else ("full" if decode_on else "disabled")
+    return (decode_backend, prefill_backend, prefill_on,
             info.get("cuda_graph_max_bs"), "legacy flags (<= 0.5.12)")
 
 
@@ -60,10 +75,10 @@ def sglang_effective(info):
         "version": info.get("version"),
         "shape": shape,
         "tp_size": info.get("tp_size"),
-        "decode_cuda_graph": "on" if _on(decode_backend) else "off",
+        "decode_cuda_graph": _onoff(_on(decode_backend)),
         "decode_backend": decode_backend,
         "decode_max_bs": max_bs,
-        "prefill_cuda_graph": None if prefill_on is None else ("on" if prefill_on else "off"),
+        "prefill_cuda_graph": _onoff(prefill_on),
         "prefill_backend": prefill_backend,
         "speculative": _speculative(info),
         "accept_length": _accept_length(info),

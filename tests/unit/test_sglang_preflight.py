@@ -92,14 +92,18 @@ def by_name(verdict):
 def test_reference_deployment_passes_from_the_sources_with_what_only_sglang_knows_unknown():
     verdict = pf.sglang_preflight(facts(), ARGS, {"CUDA_VISIBLE_DEVICES": "0,1"},
                                   {"speculative": {"algorithm": "NEXTN", "num_steps": 3}})
-    assert verdict["ok"], verdict["failures"]
+    assert verdict["failures"] == []
+    # Fail closed: what only SGLang can say, it did not say here, so the verdict is not ok.
+    assert (verdict["verdict"], verdict["ok"]) == ("unknown", False)
     assert verdict["resolved_by"] == "source" and verdict["changes"] == []
     rows = by_name(verdict)
     assert rows["tp_size"]["status"] == "ok"
-    assert rows["resolution"]["status"] == "warn"
+    assert rows["resolution"]["status"] == "unknown"
+    assert {u.split(":")[0] for u in verdict["unknowns"]} >= {"resolution", "prefill_cuda_graph",
+                                                              "memory", "max_running_requests"}
     # The architecture list says nothing about the other rules: never "on" from the sources.
     assert rows["prefill_cuda_graph"]["predicted"] == "unknown"
-    assert rows["prefill_cuda_graph"]["status"] == "warn"
+    assert rows["prefill_cuda_graph"]["status"] == "unknown"
     assert "could not read every rule" in rows["prefill_cuda_graph"]["evidence"]
     assert rows["custom_all_reduce"]["predicted"] == "on"
     assert rows["max_running_requests"]["predicted"] == "unknown"
@@ -135,14 +139,14 @@ def test_dead_blacklist_is_not_a_prediction_of_on():
     verdict = pf.sglang_preflight(facts(archs=["Qwen3NextForCausalLM"]), ARGS, {},
                                   {"prefill_cuda_graph": "required"})
     row = by_name(verdict)["prefill_cuda_graph"]
-    assert row["status"] == "warn" and row["predicted"] == "unknown"
+    assert row["status"] == "unknown" and row["predicted"] == "unknown"
     assert "dead code in sglang 0.5.23" in row["evidence"]
 
 
 def test_rules_beside_the_list_are_named_as_unread():
     f = facts(version="0.5.12", blacklist=CONSULTED_0_5_12)
     row = by_name(pf.sglang_preflight(f, ARGS))["prefill_cuda_graph"]
-    assert row["status"] == "warn"
+    assert row["status"] == "unknown"
     assert "self.enable_dp_attention (sglang/srt/server_args.py:1312)" in row["evidence"]
 
 
@@ -150,14 +154,14 @@ def test_rules_beside_the_list_are_named_as_unread():
     ({"archs": [], "defined_in": None, "consulted": False, "consulted_in": []},
      "could not read: no piecewise_cuda_graph_disabled_model_archs found"),
 ])
-def test_a_list_the_reader_cannot_find_is_a_warning_never_ok(blacklist, words):
+def test_a_list_the_reader_cannot_find_is_unknown_never_ok(blacklist, words):
     row = by_name(pf.sglang_preflight(facts(blacklist=blacklist), ARGS))["prefill_cuda_graph"]
-    assert row["status"] == "warn" and row["predicted"] == "unknown" and words in row["evidence"]
+    assert row["status"] == "unknown" and row["predicted"] == "unknown" and words in row["evidence"]
 
 
-def test_unknown_architectures_are_a_warning():
+def test_unknown_architectures_leave_the_prefill_graph_unknown():
     row = by_name(pf.sglang_preflight(facts(archs=[]), ARGS))["prefill_cuda_graph"]
-    assert row["status"] == "warn" and "architectures are unknown" in row["evidence"]
+    assert row["status"] == "unknown" and "architectures are unknown" in row["evidence"]
 
 
 @pytest.mark.parametrize("archs", ["Qwen3NextForCausalLM", 5, [1, 2], {"a": 1}])
@@ -210,7 +214,7 @@ def test_no_peer_access_with_p2p_check_falls_back():
                                   {**ARGS, "enable-p2p-check": True})
     row = by_name(verdict)["custom_all_reduce"]
     assert (row["status"], row["predicted"]) == ("warn", "off")
-    assert verdict["ok"]
+    assert verdict["failures"] == []
 
 
 def test_more_than_two_pcie_gpus_turn_custom_all_reduce_off():
@@ -244,13 +248,14 @@ def test_tp_larger_than_visible_gpus_fails():
     assert "does not list" in by_name(absent)["tp_size"]["evidence"]
 
 
-def test_no_gpu_host_warns_and_strict_fails():
+def test_no_gpu_host_is_unknown_and_strict_fails():
     f = facts(gpus=0)
     verdict = pf.sglang_preflight(f, ARGS)
-    assert verdict["ok"]
-    assert by_name(verdict)["tp_size"]["status"] == "warn"
+    assert verdict["failures"] == [] and verdict["verdict"] == "unknown" and not verdict["ok"]
+    assert by_name(verdict)["tp_size"]["status"] == "unknown"
+    assert "UNKNOWN" in pf.sglang_preflight_table(verdict)[0]
     strict = pf.sglang_preflight(f, ARGS, strict=True)
-    assert not strict["ok"] and "(strict: warnings fail)" in strict["failures"][0]
+    assert strict["verdict"] == "fail" and "(strict: unknown fails)" in strict["failures"][0]
 
 
 def test_speculative_expectation_mismatch_fails():
@@ -314,14 +319,14 @@ def resolution(**resolved):
         "tp_size": 2, "disable_custom_all_reduce": False, "max_running_requests": 48,
         "attention_backend": "flashinfer", "speculative_algorithm": "EAGLE",
         "speculative_num_steps": 3, "speculative_eagle_topk": 1,
-        "speculative_num_draft_tokens": 4,
+        "speculative_num_draft_tokens": 4, "mem_fraction_static": 0.83,
         "cuda_graph_config": {"decode": {"backend": "full", "max_bs": 32},
                               "prefill": {"backend": "breakable", "max_bs": 4096}},
     }
     base.update(resolved)
     return {
         "ran": True, "sglang_version": "0.5.23", "entry": "ServerArgs.resolve_once",
-        "resolved": base, "error": None, "unknown_flags": [], "known_flags": 559,
+        "resolved": base, "weights": loaded(), "error": None, "unknown_flags": [], "known_flags": 559,
         "elapsed_s": 9.1, "sandbox": {"used": True, "how": "systemd-run as sglang"},
         "stubbed": {"sgl_kernel": "ImportError: libcuda.so.1"},
         "changes": [
@@ -430,7 +435,7 @@ def test_an_ml_env_that_cannot_import_sglang():
     res = {"ran": False, "reason": "sglang could not be imported: ModuleNotFoundError: torch",
            "import_error": {"type": "ModuleNotFoundError"}}
     test_host = by_name(pf.sglang_preflight(facts(), ARGS, resolution=res))["resolution"]
-    assert test_host["status"] == "warn" and "did not resolve" in test_host["evidence"]
+    assert test_host["status"] == "unknown" and "did not resolve" in test_host["evidence"]
     real = by_name(pf.sglang_preflight(facts(), ARGS, resolution=res,
                                        import_must_work=True))["resolution"]
     assert real["status"] == "fail" and "would fail the same way" in real["evidence"]
@@ -440,57 +445,93 @@ def test_an_ml_env_that_cannot_import_sglang():
 WEIGHTS_27B_BF16 = 55_600_000_000  # Qwen3.6-27B's safetensors with its MTP layer, ~51.8 GiB
 
 
-def with_weights(f, weight_bytes=WEIGHTS_27B_BF16, memory_mib=None):
-    f["model"]["weight_bytes"] = weight_bytes
-    if memory_mib:
-        for device in f["gpus"]["devices"]:
-            device["memory_mib"] = memory_mib
+def loaded(sharded=WEIGHTS_27B_BF16, replicated=0, **more):
+    """The resolution's `weights`: what SGLang's loader selected and the headers' sizes."""
+    return {"files": [f"model-0000{i}-of-00011.safetensors" for i in range(1, 10)],
+            "safetensors": True, "load_format": "auto", "tensors": 1211,
+            "selected_by": "sglang/srt/model_loader/loader.py:480 "
+                           "DefaultModelLoader._prepare_weights",
+            "sharded_bytes": sharded, "replicated_bytes": replicated, "sized_by_file": [],
+            "unread": [], **more}
+
+
+def on_gpus(f, memory_mib):
+    for device in f["gpus"]["devices"]:
+        device["memory_mib"] = memory_mib
     return f
 
 
+def memory_row(f=None, args=ARGS, weights=None, **resolved):
+    res = resolution(**resolved)
+    res["weights"] = weights or res["weights"]
+    return by_name(pf.sglang_preflight(f or facts(), args, resolution=res))["memory"]
+
+
 def test_27b_bf16_on_two_24_gb_gpus_does_not_fit_though_sglang_accepts_it():
-    verdict = pf.sglang_preflight(with_weights(facts(), memory_mib=24564), ARGS,
-                                  resolution=resolution(mem_fraction_static=0.83))
+    res = resolution(mem_fraction_static=0.83)
+    verdict = pf.sglang_preflight(on_gpus(facts(), 24564), ARGS, resolution=res)
     row = by_name(verdict)["memory"]
     assert (row["predicted"], row["status"]) == ("does not fit", "fail")
-    assert "25.9 GiB per GPU, more than the 24.0 GiB a GPU has" in row["evidence"]
+    assert "25.9 GiB per GPU at tp 2 x pp 1, more than the 24.0 GiB a GPU has" in row["evidence"]
+    assert "DefaultModelLoader._prepare_weights" in row["evidence"]
     assert not verdict["ok"] and by_name(verdict)["resolution"]["status"] == "ok"
 
 
 def test_the_reference_fits_two_a6000s_with_sglangs_own_fraction():
-    row = by_name(pf.sglang_preflight(with_weights(facts()), ARGS,
-                                      resolution=resolution(mem_fraction_static=0.83)))["memory"]
+    row = memory_row(mem_fraction_static=0.83)
     assert (row["predicted"], row["status"]) == ("fits", "ok")
     # 48.0 GiB x 0.83 = 39.8 GiB for weights and KV cache; 25.9 GiB of weights per GPU.
     assert row["evidence"].endswith("39.8 GiB for weights and KV cache: 13.9 GiB left for the "
                                     "KV cache")
 
 
+def test_vectors_stay_whole_on_each_rank():
+    # 4 GiB of norms and biases: whole on both ranks, the matrices halved.
+    row = memory_row(weights=loaded(sharded=40 * 1024 ** 3, replicated=4 * 1024 ** 3),
+                     mem_fraction_static=0.83)
+    assert "24.0 GiB per GPU at tp 2 x pp 1" in row["evidence"]
+
+
 def test_a_fraction_the_weights_fill_fails_and_a_small_remainder_warns():
-    f = with_weights(facts())
-    full = by_name(pf.sglang_preflight(f, ARGS, resolution=resolution(
-        mem_fraction_static=0.5)))["memory"]
+    full = memory_row(mem_fraction_static=0.5)
     assert full["status"] == "fail" and "Raise mem-fraction-static" in full["evidence"]
-    tight = by_name(pf.sglang_preflight(f, ARGS, resolution=resolution(
-        mem_fraction_static=0.6)))["memory"]
+    tight = memory_row(mem_fraction_static=0.6)
     assert (tight["predicted"], tight["status"]) == ("tight", "warn")
     assert "2.9 GiB left for the KV cache, under 10% of the GPU" in tight["evidence"]
 
 
-def test_pipeline_ranks_split_the_weights_too_and_the_arguments_stand_in_unresolved():
-    f = with_weights(facts(gpus=4), memory_mib=24564)
-    row = by_name(pf.sglang_preflight(f, {**ARGS, "pp-size": 2,
-                                          "mem-fraction-static": 0.85}))["memory"]
-    assert row["status"] == "ok" and "over 4 GPUs: 12.9 GiB per GPU" in row["evidence"]
+def test_pipeline_ranks_split_the_weights_too():
+    row = memory_row(on_gpus(facts(gpus=4), 24564), {**ARGS, "pp-size": 2},
+                     mem_fraction_static=0.85, pp_size=2)
+    assert row["status"] == "ok" and "12.9 GiB per GPU at tp 2 x pp 2" in row["evidence"]
 
 
-@pytest.mark.parametrize("weights, mib, words", [
-    (None, 49140, "the checkpoint's size cannot be read"),
-    (WEIGHTS_27B_BF16, None, "no GPU memory to check it against")])
-def test_what_cannot_be_read_is_unknown(weights, mib, words):
-    f = with_weights(facts(), weights)
-    if mib is None:
-        for device in f["gpus"]["devices"]:
-            device["memory_mib"] = None
+@pytest.mark.parametrize("weights, words", [
+    ({"error": "ValueError: Cannot find any model weights"},
+     "SGLang's loader could not select the weight files: ValueError"),
+    ({"error": "/srv/m is not a directory here: SGLang would download it"}, "would download"),
+    (dict(loaded(), unread=["model-00001.safetensors: ValueError: header"]),
+     "headers that cannot be read"),
+    (dict(loaded(), files=[]), "holds no files and sizes"),
+    (dict(loaded(), sharded_bytes="55e9"), "holds no files and sizes"),
+])
+def test_a_loader_that_cannot_say_leaves_the_memory_unknown(weights, words):
+    row = memory_row(weights=weights, mem_fraction_static=0.83)
+    assert (row["predicted"], row["status"]) == ("unknown", "unknown") and words in row["evidence"]
+
+
+def test_without_sglang_the_files_on_disk_are_no_evidence():
+    # Every *.safetensors and *.bin on disk may hold files SGLang never loads: unknown.
+    f = facts()
+    f["model"]["weight_bytes"] = 2 * WEIGHTS_27B_BF16
     row = by_name(pf.sglang_preflight(f, ARGS))["memory"]
-    assert (row["predicted"], row["status"]) == ("unknown", "ok") and words in row["evidence"]
+    assert (row["predicted"], row["status"]) == ("unknown", "unknown")
+    assert "its loader was not asked" in row["evidence"]
+
+
+@pytest.mark.parametrize("mib, fraction, words", [
+    (None, 0.83, "no GPU memory to check it against"),
+    (49140, None, "mem_fraction_static not resolved")])
+def test_what_cannot_be_read_is_unknown(mib, fraction, words):
+    row = memory_row(on_gpus(facts(), mib), mem_fraction_static=fraction)
+    assert (row["predicted"], row["status"]) == ("unknown", "unknown") and words in row["evidence"]

@@ -21,15 +21,29 @@ PREFILL_ON = {"field": "cuda_graph_config.prefill.backend", "asked": None, "reso
               "function": "parse_cuda_graph_config"}
 
 
+WEIGHTS = {"files": ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"],
+           "selected_by": "sglang/srt/model_loader/loader.py:480 DefaultModelLoader._prepare_weights",
+           "sharded_bytes": 55_000_000_000, "replicated_bytes": 600_000_000, "tensors": 1211,
+           "sized_by_file": [], "unread": []}
+# The candidate's host prerequisites, read after its env was built (sglang_host_prereqs).
+PREREQS = {"facts": {"driver": "580.95.05", "driver_needed": "580.65.06", "torch_cuda": "13.0",
+                     "cc": "/usr/bin/cc", "python_h": True, "nvcc": "/usr/local/cuda/bin/nvcc"},
+           "failures": [], "packages": {"venv_exists": True}}
+
+
 def resolution(version, prefill, changes, packages, **more):
     resolved = {"tp_size": 2, "disable_custom_all_reduce": False, "max_running_requests": 48,
+                "mem_fraction_static": 0.83,
                 "speculative_algorithm": "EAGLE", "random_seed": hash(version) % 1000,
+                "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+                "speculative_num_draft_tokens": 4, "attention_backend": "flashinfer",
                 "cuda_graph_config": {"decode": {"backend": "full", "max_bs": 32},
                                       "prefill": {"backend": prefill, "max_bs": 4096}}}
     resolved.update(more.pop("resolved", {}))
     return {"ran": True, "sglang_version": version, "entry": "ServerArgs.resolve_once",
             "resolved": resolved, "error": None, "unknown_flags": [], "known_flags": 500,
             "changes": changes, "log": [], "stubbed": {}, "volatile": ["random_seed"],
+            "weights": WEIGHTS,
             "packages": packages, "torch": {"version": packages.get("torch"), "cuda": "13.0"},
             **more}
 
@@ -45,12 +59,12 @@ NEW = resolution("0.5.23", "breakable", [PREFILL_ON],
 
 
 def verdict(res):
-    facts = {"sglang_version": res["sglang_version"], "model": {"architectures": []},
+    facts = {"sglang_version": res.get("sglang_version") if isinstance(res, dict) else None, "model": {"architectures": []},
              "piecewise_blacklist": {}, "gpus": pf.sglang_described_gpus(A6000X2)}
     return pf.sglang_preflight(facts, ARGS, {}, EXPECT, resolution=res)
 
 
-def plan(old=OLD, new=NEW, prereqs=None):
+def plan(old=OLD, new=NEW, prereqs=PREREQS):
     return up.sglang_upgrade_report(verdict(old), verdict(new), old, new, prereqs)
 
 
