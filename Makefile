@@ -16,7 +16,7 @@ DEMO_HOST ?= sglang-demo
 IMAGE ?= localhost/sglang-deploy-host:bookworm
 
 .PHONY: setup host-packages image wheelhouse-full check check-steps lint sanity collection \
-  collection-test unit unit-check crash integration bench molecule test test-steps test-serial demo \
+  collection-test unit unit-check crash integration bench bench-resolve molecule test test-steps test-serial demo \
   demo-clean
 
 # The controller's tools in a venv (requirements.txt): no root.
@@ -86,6 +86,10 @@ integration: setup
 # How exact the smoke test is: against the stand-in at a known speed; fails beyond 3%.
 bench: setup
 	python tests/bench/bench_smoke.py
+
+# By hand, after `make integration` (the full envs): SGLang's resolution against its import.
+bench-resolve: setup
+	python tests/bench/bench_resolve.py
 
 # The full sglang install's wheels for molecule/real (~4 GB, ~1 min once; cached outside the
 # clone in ~/.cache/sglang-deploy/wheelhouse-full/, keyed by version, Python and pinned set).

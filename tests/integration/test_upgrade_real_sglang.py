@@ -7,7 +7,8 @@ import json
 import time
 
 import pytest
-from test_resolve_real_sglang import PROFILE, config, resolve, verdict
+from support.wheels import full_venv
+from test_resolve_real_sglang import A6000X2, PROFILE, config, resolve, resolve_mod, verdict
 
 from ansible_collections.sglang.deploy.plugins.filter import sglang_upgrade as up
 
@@ -28,7 +29,12 @@ def plan(old_version, new_version, args):
 
 def test_0515_to_0523_gains_the_prefill_graph_and_says_which_lines_decide_it():
     report = plan("0.5.15", "0.5.23", config())
-    assert report["verdict"] == "ready", report["changes_needed"]
+    # Nothing to change; but the test model has no weights (so both memory rows are unknown)
+    # and no host was read: fail closed, the plan says what it lacks instead of "ready".
+    assert report["changes_needed"] == [] and report["verdict"] == "unknown"
+    assert [u.split(":")[0] for u in report["unknowns"]] == [
+        "serving memory", "candidate memory", "the candidate's host prerequisites were not read"]
+    assert "Cannot find any model weights" in report["unknowns"][1]
     diffs = {d["field"]: d for d in report["differences"]}
     prefill = diffs["cuda_graph_config.prefill.backend"]
     assert (prefill["from"], prefill["to"]) == ("disabled", "breakable")
@@ -59,3 +65,25 @@ def test_0523_back_to_0512_names_sglangs_refusal_at_start():
         "SGLang 0.5.12 refuses the release at start: ValueError at "
         "sglang/srt/server_args.py:2568")
     assert set(report["to"]["resolved"].values()) == {None}
+
+
+@pytest.mark.parametrize("how, hook, timeout, words", [
+    ("crash", "import os; os._exit(9)", 600, "the resolution exited 9 without a report"),
+    ("hang", "import time; time.sleep(3600)", 30,
+     "SGLang's resolution did not finish within 30 s")])
+def test_a_candidate_that_crashes_or_hangs_is_unknown_and_the_plan_fails(
+        tmp_path, how, hook, timeout, words):
+    """The candidate's Python made to crash, then to hang, at start (a sitecustomize on its
+    PYTHONPATH, as a broken wheel or a stuck import would): no resolution on that side."""
+    (tmp_path / "sitecustomize.py").write_text(hook + "\n")
+    args = config()
+    old = resolve("0.5.15", args)
+    new = resolve_mod.resolve({"venv": str(full_venv("0.5.23")), "args": args, "gpus": A6000X2,
+                               "env": {"PYTHONPATH": str(tmp_path)}, "timeout": timeout})
+    report = up.sglang_upgrade_report(verdict(old, args, PROFILE["expect"]),
+                                      verdict(new, args, PROFILE["expect"]), old, new)
+    print(f"\n{how}: " + "\n".join(up.sglang_upgrade_table(report)[:1] + [
+        f"  unknown: {u}" for u in report["unknowns"]]))
+    assert report["verdict"] != "ready"
+    assert any(u.startswith("the candidate SGLang did not resolve the release: " + words)
+               for u in report["unknowns"]), report["unknowns"]

@@ -85,59 +85,52 @@ def test_the_baselines_are_ready_and_ok():
     assert report["verdict"] == "ready", report["unknowns"] + report["changes_needed"]
 
 
+def survivors(what, side, evidence, judge, good, named):
+    """Every corruption of `evidence` through `judge(path, value)`: the ones whose answer is
+    still `good` (a refusal with a message counts as closed); each other answer must name what
+    is missing (`named`). Prints the summary line."""
+    left = []
+    for path, name, value in cases(evidence):
+        try:
+            out = judge(path, value)
+        except pf.AnsibleFilterError as exc:
+            assert str(exc)
+            continue
+        if good(out):
+            left.append(f"{path} {name}")
+        else:
+            assert named(out), (path, name)
+    print(f"\n{what}, {side}: {len(evidence)} evidence fields x {len(CORRUPTIONS)} corruptions "
+          f"= {len(cases(evidence))}, {len(left)} left {what == 'upgrade' and 'ready' or 'ok'}")
+    return left
+
+
 @pytest.mark.parametrize("side", ["resolution", "facts"])
 def test_no_corrupted_evidence_leaves_the_preflight_ok(side):
-    evidence = RESOLUTION_EVIDENCE if side == "resolution" else FACTS_EVIDENCE
-    left_ok, tried = [], 0
-    for path, name, value in cases(evidence):
-        f, res = facts(), resolution()
+    def judge(path, value):
         if side == "resolution":
-            res = corrupted(res, path, value)
-        else:
-            f = corrupted(f, path, value)
-        try:
-            out = preflight(f, res)
-        except pf.AnsibleFilterError as exc:  # a refusal with a message is closed too
-            assert str(exc)
-            tried += 1
-            continue
-        tried += 1
-        if out["ok"] or out["verdict"] == "ok":
-            left_ok.append(f"{path} {name}")
-            continue
-        assert out["unknowns"] or out["failures"], (path, name)
-    print(f"\npreflight, {side}: {len(evidence)} evidence fields x {len(CORRUPTIONS)} "
-          f"corruptions = {tried}, {len(left_ok)} left ok")
-    assert not left_ok
+            return preflight(facts(), corrupted(resolution(), path, value))
+        return preflight(corrupted(facts(), path, value), resolution())
+
+    evidence = RESOLUTION_EVIDENCE if side == "resolution" else FACTS_EVIDENCE
+    assert not survivors("preflight", side, evidence, judge,
+                         lambda out: out["ok"] or out["verdict"] == "ok",
+                         lambda out: out["unknowns"] or out["failures"])
 
 
 @pytest.mark.parametrize("side, evidence", [
     ("serving", RESOLUTION_EVIDENCE), ("candidate", RESOLUTION_EVIDENCE),
     ("prereqs", PREREQ_EVIDENCE)])
 def test_no_corrupted_evidence_leaves_the_upgrade_ready(side, evidence):
-    left_ready, tried = [], 0
-    for path, name, value in cases(evidence):
-        old, new, prereqs = OLD, NEW, PREREQS
-        if side == "serving":
-            old = corrupted(OLD, path, value)
-        elif side == "candidate":
-            new = corrupted(NEW, path, value)
-        else:
-            prereqs = corrupted(PREREQS, path, value)
-        try:
-            report = up.sglang_upgrade_report(verdict(old), verdict(new), old, new, prereqs)
-        except up.AnsibleFilterError as exc:
-            assert str(exc)
-            tried += 1
-            continue
-        tried += 1
-        if report["verdict"] == "ready":
-            left_ready.append(f"{path} {name}")
-            continue
-        assert report["unknowns"] or report["changes_needed"], (path, name)
-    print(f"\nupgrade, {side}: {len(evidence)} evidence fields x {len(CORRUPTIONS)} "
-          f"corruptions = {tried}, {len(left_ready)} left ready")
-    assert not left_ready
+    def judge(path, value):
+        old = corrupted(OLD, path, value) if side == "serving" else OLD
+        new = corrupted(NEW, path, value) if side == "candidate" else NEW
+        prereqs = corrupted(PREREQS, path, value) if side == "prereqs" else PREREQS
+        return up.sglang_upgrade_report(verdict(old), verdict(new), old, new, prereqs)
+
+    assert not survivors("upgrade", side, evidence, judge,
+                         lambda report: report["verdict"] == "ready",
+                         lambda report: report["unknowns"] or report["changes_needed"])
 
 
 @pytest.mark.parametrize("reason", [
