@@ -99,9 +99,9 @@ def _judge(level, on, what):
     return "ok", ""
 
 
-def _row(name, expect, predicted, status, evidence):
+def _row(name, expect, predicted, status, evidence, **extra):
     return {"name": name, "expect": expect, "predicted": predicted, "status": status,
-            "evidence": evidence}
+            "evidence": evidence, **extra}
 
 
 def _onoff(value):
@@ -207,7 +207,8 @@ def source_view(args):
         "attention_backend": args.get("attention-backend"),
         "cuda_graph_max_bs_decode": int_arg(args, "cuda-graph-max-bs-decode",
                                             args.get("cuda-graph-max-bs")),
-        "custom_all_reduce": not truthy(args.get("disable-custom-all-reduce")),
+        # Off where the switch says so; otherwise SGLang's resolution decides.
+        "custom_all_reduce": False if truthy(args.get("disable-custom-all-reduce")) else None,
     }
 
 
@@ -542,21 +543,29 @@ def _strict(rows):
     return rows
 
 
-# What a row's prediction says of its field in `resolved`.
-ROW_VALUES = {"on": True, "crash": True, "off": False, "unused": None}
+# What a row's prediction says of custom all-reduce at run time (unknown: None).
+RUNTIME_VALUES = {"on": True, "crash": True, "off": False, "unused": False}
 
 
-def _resolved(v, rows):
-    """One value per field: `resolved` says what the rows say. Where SGLang raised, nothing was
-    resolved (every field null); custom all-reduce is what the links leave of it (SGLang turns
-    it off at run time over more than two PCIe GPUs or without peer access)."""
-    if v.error:
-        return dict.fromkeys(v.view)
-    resolved = dict(v.view)
+def _resolved(v):
+    """What SGLang's resolution produced, one value per field (the sources' reading when it did
+    not run); after SGLang raised nothing was resolved: every field null."""
+    return dict.fromkeys(v.view) if v.error else dict(v.view)
+
+
+def _runtime(v, rows):
+    """What will differ from `resolved` at run time, each with the rule that decides it and
+    where the installed SGLang has it: custom all-reduce (no all-reduce at tp 1, sizes it does
+    not support, more than two PCIe-only GPUs, no peer access)."""
     row = next((r for r in rows if r["name"] == "custom_all_reduce"), None)
-    if row is not None and row["predicted"] in ROW_VALUES:
-        resolved["custom_all_reduce"] = ROW_VALUES[row["predicted"]]
-    return resolved
+    if v.error or row is None:
+        return {}
+    value = RUNTIME_VALUES.get(row["predicted"])
+    return {"custom_all_reduce": {
+        "value": value, "resolved": v.view["custom_all_reduce"],
+        "differs": None if value is None or v.view["custom_all_reduce"] is None
+        else value != v.view["custom_all_reduce"],
+        "rule": row["evidence"], "where": row.get("where")}}
 
 
 def _with_status(rows, status):
@@ -576,7 +585,8 @@ def _verdict(v, rows):
         "resolved_by": "sglang" if v.by_sglang else "source",
         "startup_error": ({k: error.get(k) for k in ("type", "message", "file", "line")}
                           if error else None),
-        "resolved": _resolved(v, rows),
+        "resolved": _resolved(v),
+        "runtime": _runtime(v, rows),
         "changes": [{k: c.get(k) for k in CHANGE_KEYS}
                     for c in (v.resolution.get("changes") or []) if v.by_sglang],
         "rows": rows,
@@ -598,20 +608,25 @@ def _topology(gpus):
 
 
 def _topology_checks(facts, args, env, expect, tp, tp_gpus, car_on):
-    """Custom all-reduce (as SGLang resolved it, then what the links allow) and NCCL P2P."""
+    """Custom all-reduce (as SGLang resolved it, then its run-time rules over these links) and
+    NCCL P2P."""
     gpus = facts.get("gpus") or {}
+    rules = evidence.runtime_rules(facts.get("custom_all_reduce_rules"))
     if tp < 2:
+        where = (rules or {}).get("single_gpu", {}).get("where")
         return [_row("custom_all_reduce", expect["custom_all_reduce"], "unused", "ok",
-                     "tp-size 1: no all-reduce")]
+                     "tp-size 1: no all-reduce" + (f" (SGLang: {where})" if where else ""),
+                     where=where)]
     topo = _topology(gpus) if gpus.get("present") else None
     if topo is None:
         reason = f"no topology to check: {gpus.get('reason') or 'nvidia-smi topo printed nothing'}"
-        return [_row("custom_all_reduce", expect["custom_all_reduce"],
-                     "on" if car_on else "off", "unknown", reason),
+        return [_row("custom_all_reduce", expect["custom_all_reduce"], "unknown", "unknown",
+                     reason),
                 _row("nccl_p2p", expect["nccl_p2p"], "unknown", "unknown", reason)]
     paths = _tp_paths(topo, (tp_gpus or [])[:tp], facts, env)
-    return [_custom_all_reduce_row(expect["custom_all_reduce"], paths, car_on,
-                                   truthy(args.get("enable-p2p-check"))),
+    return [_custom_all_reduce_row(expect["custom_all_reduce"],
+                                   _car_decision(tp, paths, car_on,
+                                                 truthy(args.get("enable-p2p-check")), rules)),
             _nccl_p2p_row(expect["nccl_p2p"], paths)]
 
 
@@ -630,32 +645,47 @@ def _tp_paths(topo, used, facts, env):
     }
 
 
-def _custom_all_reduce_row(expect, paths, car_on, p2p_check):
-    """Custom all-reduce: off as asked, a crash without peer access, or what the links allow."""
-    if car_on is None:
-        return _row("custom_all_reduce", expect, "unknown", "unknown",
-                    "SGLang's resolved record has no disable_custom_all_reduce")
-    if car_on and paths["no_peer"] and not p2p_check:
-        no_peer = paths["no_peer"]
-        return _row(
-            "custom_all_reduce", expect, "crash", "fail",
+def _car_decision(tp, paths, car_on, p2p_check, rules):
+    """(predicted, reason, where): custom all-reduce at run time, SGLang's rules in SGLang's
+    order (can_use_custom_all_reduce_with_nvlink), each cited from the installed sources."""
+    if car_on is False:
+        return "off", "--disable-custom-all-reduce (SGLang's resolution)", None
+    if rules is None:
+        return "unknown", ("the run-time rules (can_use_custom_all_reduce_with_nvlink) were not "
+                           "read from the installed sources"), None
+    sizes = rules.get("world_sizes")
+    if sizes and tp not in sizes["sizes"]:
+        return "off", (f"tp {tp} is not a size custom all-reduce supports "
+                       f"({sizes['sizes']}, {sizes.get('sizes_defined_in')})"), sizes["where"]
+    if "pcie_only" in rules and not paths["nvlink"] and len(paths["used"]) > 2:
+        return "off", (f"{len(paths['used'])} GPUs joined only by PCIe ({paths['link_text']}): "
+                       "SGLang keeps custom all-reduce for at most two PCIe GPUs"), \
+            rules["pcie_only"]["where"]
+    no_peer = paths["no_peer"]
+    if no_peer and not p2p_check and "p2p_check_skipped" in rules:
+        return "crash", (
             f"GPU pairs {', '.join(no_peer)} have no peer access (nvidia-smi topo -p2p r: "
-            f"{', '.join(paths['p2p'][p] for p in no_peer)}) and custom all-reduce is on without "
-            "--enable-p2p-check: SGLang assumes P2P and crashes (sglang#4814). Set "
-            "enable-p2p-check: true (it then falls back) or disable-custom-all-reduce: true")
-    if not car_on:
-        on, reason = False, "--disable-custom-all-reduce is set"
-    elif paths["no_peer"]:
-        on, reason = False, ("no peer access between the TP GPUs: --enable-p2p-check makes "
-                             "SGLang fall back to NCCL")
-    elif not paths["nvlink"] and len(paths["used"]) > 2:
-        on, reason = False, (f"{len(paths['used'])} GPUs joined only by PCIe "
-                             f"({paths['link_text']}): SGLang keeps custom all-reduce for at "
-                             "most two PCIe GPUs")
-    else:
-        on, reason = True, paths["link_text"]
-    status, why = _judge(expect, on, "custom all-reduce")
-    return _row("custom_all_reduce", expect, "on" if on else "off", status, why or reason)
+            f"{', '.join(paths['p2p'][p] for p in no_peer)}) and custom all-reduce is on "
+            "without --enable-p2p-check: SGLang trusts peer access and crashes (sglang#4814). "
+            "Set enable-p2p-check: true (it then falls back) or disable-custom-all-reduce: true"
+        ), rules["p2p_check_skipped"]["where"]
+    if no_peer and "p2p" in rules:
+        return "off", ("no peer access between the TP GPUs: SGLang's peer-access test falls "
+                       "back to NCCL"), rules["p2p"]["where"]
+    if car_on is None:
+        return "unknown", "SGLang did not resolve disable_custom_all_reduce", None
+    return "on", paths["link_text"], rules["gate"]["where"]
+
+
+def _custom_all_reduce_row(expect, decision):
+    """The row of a run-time decision: a crash fails, unknown stays unknown, on/off judged."""
+    predicted, reason, where = decision
+    cited = f"{reason} (SGLang: {where})" if where else reason
+    if predicted in ("crash", "unknown"):
+        return _row("custom_all_reduce", expect, predicted,
+                    "fail" if predicted == "crash" else "unknown", cited, where=where)
+    status, why = _judge(expect, predicted == "on", "custom all-reduce")
+    return _row("custom_all_reduce", expect, predicted, status, why or cited, where=where)
 
 
 def _nccl_p2p_row(expect, paths):

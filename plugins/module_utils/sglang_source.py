@@ -186,3 +186,96 @@ def blacklist_facts(site):
             rule["where"] = f"{ref['where'].rsplit(':', 1)[0]}:{rule['line']}"
             out["sibling_rules"].append(rule)
     return out
+
+
+# Where SGLang decides, at run time, whether custom all-reduce is used (after the resolution:
+# `disable_custom_all_reduce` may be false and the all-reduce still NCCL's).
+CAR_DIR = "sglang/srt/distributed/device_communicators"
+CAR_GATE = "can_use_custom_all_reduce_with_nvlink"
+CAR_RULES = (
+    # (rule, what the line's source contains, inside the gate function)
+    ("single_gpu", "world_size == 1", True),
+    ("world_sizes", "not in supported_world_size", True),
+    ("pcie_only", "world_size > 2 and not full_nvlink", True),
+    ("p2p", "can_p2p(", True),
+    # Without --enable-p2p-check SGLang replaces the peer-access test with "yes" (sglang#4814).
+    ("p2p_check_skipped", "monkey_patch_p2p_access_check()", False),
+)
+P2P_SKIP_DIRS = ("sglang/srt/distributed", "sglang/srt/model_executor")
+
+
+def _rule_lines(path, site, first=1, last=None):
+    """[(where, code)] of the source lines of `path` (lines first..last)."""
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        lines = handle.read().splitlines()
+    rel = os.path.relpath(path, site).replace(os.sep, "/")
+    end = len(lines) if last is None else last
+    return [(f"{rel}:{n}", lines[n - 1].strip()) for n in range(first, end + 1)]
+
+
+def _sizes(node, path, site):
+    """([2, 4, 6, 8], where) when `node` assigns _SUPPORTED_WORLD_SIZES a literal list."""
+    if not (isinstance(node, ast.Assign) and isinstance(node.value, (ast.List, ast.Tuple))
+            and any(isinstance(t, ast.Name) and t.id == "_SUPPORTED_WORLD_SIZES"
+                    for t in node.targets)):
+        return None
+    sizes = [e.value for e in node.value.elts
+             if isinstance(e, ast.Constant) and type(e.value) is int]
+    return sizes, _rule_lines(path, site, node.lineno, node.lineno)[0][0]
+
+
+def _gate(site):
+    """(lines of the gate function, the function's own line first; (sizes, where) or None)."""
+    lines, sizes = [], None
+    folder = os.path.join(site, CAR_DIR)
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        path = os.path.join(folder, name)
+        if not name.startswith("custom_all_reduce") or not name.endswith(".py"):
+            continue
+        try:
+            tree = _parse(path)
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name == CAR_GATE:
+                lines = _rule_lines(path, site, node.lineno, node.end_lineno)
+            sizes = sizes or _sizes(node, path, site)
+    return lines, sizes
+
+
+def _p2p_skip_lines(site):
+    """The lines that call monkey_patch_p2p_access_check (not its definition)."""
+    out = []
+    for folder in P2P_SKIP_DIRS:
+        for dirpath, _dirs, files in os.walk(os.path.join(site, folder)):
+            for name in sorted(files):
+                path = os.path.join(dirpath, name)
+                if not name.endswith(".py"):
+                    continue
+                with open(path, "rb") as handle:
+                    if b"monkey_patch_p2p_access_check()" not in handle.read():
+                        continue
+                out += [(w, c) for w, c in _rule_lines(path, site) if not c.startswith("def ")]
+    return out
+
+
+def custom_all_reduce_rules(site):
+    """The run-time rules that turn custom all-reduce off after the resolution, read from the
+    installed sources: {rule: {"where": "file:line", "code": <the line>}}. `gate` is the
+    function that decides (CAR_GATE); a rule absent beside it is not in this release; no gate
+    at all is {} (nothing known). `world_sizes` also carries SGLang's supported `sizes`."""
+    gate, sizes = _gate(site)
+    if not gate:
+        return {}  # no gate function: this SGLang decides elsewhere, nothing here is known
+    skip = _p2p_skip_lines(site)
+    out = {"gate": {"where": gate[0][0], "code": gate[0][1]}}
+    for rule, needle, in_gate in CAR_RULES:
+        hit = next(((w, c) for w, c in (gate if in_gate else skip) if needle in c), None)
+        if hit:
+            out[rule] = {"where": hit[0], "code": hit[1]}
+    if "world_sizes" in out:
+        if sizes and sizes[0]:
+            out["world_sizes"].update(sizes=sizes[0], sizes_defined_in=sizes[1])
+        else:
+            del out["world_sizes"]  # the rule without its sizes decides nothing
+    return out

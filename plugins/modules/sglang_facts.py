@@ -11,6 +11,8 @@ description:
   - C(piecewise_blacklist) parsed with C(ast) from the installed sources
     (C(sglang/srt/configs/model_config.py)), with every place outside its own definition that
     reads it (C(consulted_in)), and the other rules beside the reading one.
+  - The run-time rules that turn custom all-reduce off after the resolution
+    (C(custom_all_reduce_rules)), each with the file and line of the installed source.
   - The model's C(architectures) and C(model_type) from its C(config.json) (a local directory
     or a Hugging Face hub cache snapshot), and the checkpoint's weight bytes.
   - GPUs (C(nvidia-smi --query-gpu)), topology (C(nvidia-smi topo -m)) and peer access
@@ -68,6 +70,16 @@ RETURN = r"""
 sglang_version:
   description: Installed sglang version or null.
   type: str
+  returned: always
+custom_all_reduce_rules:
+  description: >-
+    Where the installed SGLang decides at run time whether custom all-reduce is used (the
+    function C(can_use_custom_all_reduce_with_nvlink)): C(gate) (that function), and the rules
+    found in it, each C({where, code}): C(single_gpu), C(world_sizes) (with C(sizes)),
+    C(pcie_only) (more than two GPUs without NVLink), C(p2p) (the peer-access test) and
+    C(p2p_check_skipped) (the call that trusts peer access without C(--enable-p2p-check)).
+    Empty when no such function is found (nothing is known).
+  type: dict
   returned: always
 piecewise_blacklist:
   description: archs, defined_in, consulted, consulted_in, consulting_code, sibling_rules.
@@ -219,7 +231,8 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpus import memory_mib, smi_rows
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import read_text
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_source import blacklist_facts, find_package
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_source import (
+    blacklist_facts, custom_all_reduce_rules, find_package)
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import show
 
 ENV_PREFIXES = ("NCCL_", "SGLANG_", "CUDA_", "TORCH_NCCL_")
@@ -421,6 +434,7 @@ def collect(params):
         "sglang_version": version,
         "sglang_site_packages": site,
         "piecewise_blacklist": blacklist,
+        "custom_all_reduce_rules": custom_all_reduce_rules(site) if site else {},
         # The release's HF_HOME / HF_HUB_CACHE (sglang_env) name the hub cache the unit reads.
         "model": model_facts(params.get("model_path") or "", params.get("model_revision") or "",
                              dict(os.environ, **{str(k): str(v) for k, v in

@@ -72,3 +72,19 @@ def prereqs(value):
     packages = value.get("packages") if isinstance(value.get("packages"), dict) else {}
     failures = value.get("failures") if isinstance(value.get("failures"), list) else []
     return {"facts": value["facts"], "packages": packages, "failures": [str(f) for f in failures]}
+
+
+def runtime_rules(value):
+    """sglang_facts' `custom_all_reduce_rules`: {rule: {where, code, ...}} with only records
+    that cite a place (`where` a string); None when it is not a record or names no gate (the
+    sources were not read, so no run-time rule is known to hold or not)."""
+    if not isinstance(value, dict) or not isinstance(value.get("gate"), dict):
+        return None
+    out = {name: rule for name, rule in value.items()
+           if isinstance(rule, dict) and isinstance(rule.get("where"), str)}
+    sizes = (out.get("world_sizes") or {}).get("sizes")
+    # Sizes of a group (world size 1 returns before this rule): a non-empty list of ints >= 2.
+    if "world_sizes" in out and not (isinstance(sizes, list) and sizes and all(
+            type(s) is int and s >= 2 for s in sizes)):
+        return None  # the rule without readable sizes decides nothing
+    return out if "gate" in out else None

@@ -33,7 +33,8 @@ RESOLUTION_EVIDENCE = [
     "weights.files", "weights.sharded_bytes", "weights.replicated_bytes", "weights.unread",
 ]
 FACTS_EVIDENCE = ["gpus", "gpus.present", "gpus.devices", "gpus.devices.0.memory_mib",
-                  "gpus.devices.1.memory_mib", "gpus.topology_text"]
+                  "gpus.devices.1.memory_mib", "gpus.topology_text", "custom_all_reduce_rules",
+                  "custom_all_reduce_rules.gate", "custom_all_reduce_rules.world_sizes.sizes"]
 PREREQ_EVIDENCE = ["facts", "facts.driver", "facts.driver_needed", "facts.torch_cuda",
                    "facts.cc", "facts.python_h", "packages", "packages.venv_exists"]
 

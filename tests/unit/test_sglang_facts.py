@@ -6,6 +6,7 @@ import time
 import pytest
 from support import load_module
 from support.wheels import venv_with
+from test_sglang_preflight import CAR_RULES
 
 facts_mod = load_module("sglang_facts")
 
@@ -63,6 +64,14 @@ def test_blacklist_read_from_the_installed_sources(version):
 
 
 @pytest.mark.network
+def test_custom_all_reduce_rules_read_from_the_installed_sources():
+    """The run-time rules of the real 0.5.23 wheel, lines found by hand (grep -n), the same as
+    the preflight's unit fixture."""
+    out = facts_mod.collect({"venv": str(venv_with("0.5.23")), "env": {}})
+    assert out["custom_all_reduce_rules"] == CAR_RULES
+
+
+@pytest.mark.network
 def test_sibling_rules_of_0_5_10_include_speculative_decoding():
     bl = facts_mod.collect({"venv": str(venv_with("0.5.10")), "env": {}})["piecewise_blacklist"]
     conditions = [r["condition"] for r in bl["sibling_rules"]]
@@ -73,6 +82,7 @@ def test_sibling_rules_of_0_5_10_include_speculative_decoding():
 def test_no_sglang_and_no_gpu_are_explicit(tmp_path):
     out = facts_mod.collect({"venv": str(tmp_path), "env": {"NCCL_DEBUG": "INFO", "PATH": "/x"},
                              "nvidia_smi": "nvidia-smi-not-here"})
+    assert out["custom_all_reduce_rules"] == {}
     assert out["sglang_version"] is None
     assert out["piecewise_blacklist"]["defined_in"] is None
     assert out["gpus"]["present"] is False

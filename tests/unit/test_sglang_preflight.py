@@ -52,6 +52,21 @@ ARGS = {"model-path": "/m", "tp-size": 2, "speculative-algorithm": "NEXTN",
         "speculative-num-draft-tokens": 4}
 
 
+# sglang_facts' custom_all_reduce_rules of the real 0.5.23 wheel (tests/integration checks it).
+CAR = "sglang/srt/distributed/device_communicators/custom_all_reduce_utils.py"
+CAR_RULES = {
+    "gate": {"where": f"{CAR}:442", "code": "def can_use_custom_all_reduce_with_nvlink("},
+    "single_gpu": {"where": f"{CAR}:456", "code": "if world_size == 1:"},
+    "world_sizes": {"where": f"{CAR}:467", "code": "if world_size not in supported_world_size:",
+                    "sizes": [2, 4, 6, 8], "sizes_defined_in":
+                    "sglang/srt/distributed/device_communicators/custom_all_reduce.py:41"},
+    "pcie_only": {"where": f"{CAR}:492", "code": "if world_size > 2 and not full_nvlink:"},
+    "p2p": {"where": f"{CAR}:504", "code": "if not _is_hip and not can_p2p(rank, world_size):"},
+    "p2p_check_skipped": {"where": "sglang/srt/distributed/bootstrap.py:125",
+                          "code": "monkey_patch_p2p_access_check()"},
+}
+
+
 def facts(version="0.5.23", archs=("Qwen3_5ForConditionalGeneration",), blacklist=None,
           topo="topo-a6000-pcie-spaces.txt", p2p="p2p-ok.txt", gpus=2):
     bl = blacklist or {"archs": ["Qwen3NextForCausalLM"],
@@ -67,7 +82,7 @@ def facts(version="0.5.23", archs=("Qwen3_5ForConditionalGeneration",), blacklis
                  "topology_text": text(topo) if gpus else None,
                  "p2p_text": text(p2p) if gpus and p2p else None,
                  "reason": None if gpus else "nvidia-smi not found"},
-        "env": {}, "nccl_conf": {},
+        "env": {}, "nccl_conf": {}, "custom_all_reduce_rules": CAR_RULES,
     }
 
 
@@ -105,7 +120,8 @@ def test_reference_deployment_passes_from_the_sources_with_what_only_sglang_know
     assert rows["prefill_cuda_graph"]["predicted"] == "unknown"
     assert rows["prefill_cuda_graph"]["status"] == "unknown"
     assert "could not read every rule" in rows["prefill_cuda_graph"]["evidence"]
-    assert rows["custom_all_reduce"]["predicted"] == "on"
+    # Whether SGLang keeps custom all-reduce on is its resolution's to say.
+    assert rows["custom_all_reduce"]["predicted"] == "unknown"
     assert rows["max_running_requests"]["predicted"] == "unknown"
 
 
@@ -222,12 +238,40 @@ def test_more_than_two_pcie_gpus_turn_custom_all_reduce_off():
     verdict = pf.sglang_preflight(f, {**ARGS, "tp-size": 4})
     row = by_name(verdict)["custom_all_reduce"]
     assert row["predicted"] == "off" and "at most two PCIe GPUs" in row["evidence"]
-    # One value per field: what SGLang's arguments leave on, the links turn off at run time.
-    assert verdict["resolved"]["custom_all_reduce"] is False
+    assert f"(SGLang: {CAR}:492)" in row["evidence"]
+    # The rule holds whatever SGLang resolves: off at run time even from the sources.
+    assert verdict["runtime"]["custom_all_reduce"]["value"] is False
     resolved = pf.sglang_preflight(f, {**ARGS, "tp-size": 4},
                                    resolution=resolution(tp_size=4))
     assert by_name(resolved)["custom_all_reduce"]["predicted"] == "off"
-    assert resolved["resolved"]["custom_all_reduce"] is False
+    # Resolved means resolved: SGLang's record keeps it on; the run-time rule is its own field.
+    assert resolved["resolved"]["custom_all_reduce"] is True
+    assert resolved["runtime"]["custom_all_reduce"] == {
+        "value": False, "resolved": True, "differs": True, "where": f"{CAR}:492",
+        "rule": by_name(resolved)["custom_all_reduce"]["evidence"]}
+
+
+@pytest.mark.parametrize("tp, predicted, where", [
+    (1, "unused", f"{CAR}:456"), (2, "on", f"{CAR}:442"), (3, "off", f"{CAR}:467"),
+    (4, "on", f"{CAR}:442")])
+def test_custom_all_reduce_at_run_time_cites_the_rule_that_decides(tp, predicted, where):
+    f = facts(topo="topo-8gpu-nv12-indented.txt", p2p=None, gpus=8)
+    verdict = pf.sglang_preflight(f, {**ARGS, "tp-size": tp}, resolution=resolution(tp_size=tp))
+    row = by_name(verdict)["custom_all_reduce"]
+    assert (row["predicted"], row["where"]) == (predicted, where)
+    assert verdict["runtime"]["custom_all_reduce"]["where"] == where
+    assert verdict["resolved"]["custom_all_reduce"] is True
+
+
+def test_custom_all_reduce_without_the_rules_read_is_unknown():
+    f = facts()
+    f["custom_all_reduce_rules"] = {}
+    verdict = pf.sglang_preflight(f, ARGS, resolution=resolution())
+    row = by_name(verdict)["custom_all_reduce"]
+    assert (row["predicted"], row["status"]) == ("unknown", "unknown")
+    assert "not read from the installed sources" in row["evidence"]
+    assert verdict["runtime"]["custom_all_reduce"]["value"] is None
+    assert verdict["verdict"] == "unknown"
 
 
 def test_described_links_stand_in_for_the_matrix():

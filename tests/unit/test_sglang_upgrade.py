@@ -6,6 +6,7 @@ import json
 
 import pytest
 from ansible.errors import AnsibleFilterError
+from test_sglang_preflight import CAR_RULES
 
 from ansible_collections.sglang.deploy.plugins.filter import sglang_preflight as pf
 from ansible_collections.sglang.deploy.plugins.filter import sglang_upgrade as up
@@ -59,8 +60,9 @@ NEW = resolution("0.5.23", "breakable", [PREFILL_ON],
 
 
 def verdict(res):
-    facts = {"sglang_version": res.get("sglang_version") if isinstance(res, dict) else None, "model": {"architectures": []},
-             "piecewise_blacklist": {}, "gpus": pf.sglang_described_gpus(A6000X2)}
+    facts = {"sglang_version": res.get("sglang_version") if isinstance(res, dict) else None,
+             "model": {"architectures": []}, "piecewise_blacklist": {},
+             "custom_all_reduce_rules": CAR_RULES, "gpus": pf.sglang_described_gpus(A6000X2)}
     return pf.sglang_preflight(facts, ARGS, {}, EXPECT, resolution=res)
 
 
