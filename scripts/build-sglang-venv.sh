@@ -18,7 +18,9 @@ uv="${UV:-$(command -v uv || echo "$here/.venv/bin/uv")}"
 pins="$here/scripts/sglang-venv-pins/$version.txt"
 
 pyver=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-key=$( { echo "sglang==$version python$pyver"; cat "$pins" 2>/dev/null || true; } | sha256sum | cut -c1-12)
+# Bytecode compiled at build: nothing imported from it writes .pyc (PYTHONDONTWRITEBYTECODE in
+# the Makefile, a read-only env under a unit), and without them every import compiles again.
+key=$( { echo "sglang==$version python$pyver bytecode"; cat "$pins" 2>/dev/null || true; } | sha256sum | cut -c1-12)
 venv="$cache/full-venvs/$version-py$pyver-$key"
 
 if [[ -f "$venv/.complete" ]]; then
@@ -33,7 +35,7 @@ if [[ -f "$pins" ]]; then
   requirements+=(-r "$pins")
 fi
 start=$(date +%s)
-VIRTUAL_ENV="$venv" "$uv" pip install --quiet "${requirements[@]}" >&2
+VIRTUAL_ENV="$venv" "$uv" pip install --quiet --compile-bytecode "${requirements[@]}" >&2
 echo "built $venv in $(( $(date +%s) - start )) s" >&2
 touch "$venv/.complete"
 echo "$venv"

@@ -21,6 +21,7 @@ message, file and line. Output: one JSON document on the file descriptor given i
 (stdout is handed to SGLang's logging, which writes there).
 """
 
+import ast
 import ctypes
 import dataclasses
 import difflib
@@ -665,6 +666,69 @@ def weight_bytes(files):
     return out
 
 
+LOADER_MODULE = "sglang.srt.model_loader.loader"
+LOADER_CLASS = "DefaultModelLoader"
+LOADER_METHODS = ("_prepare_weights", "_maybe_download_from_modelscope")
+
+
+def _binds(stmt):
+    """The module-level names a statement binds (imports, assignments, defs)."""
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in stmt.names}
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        return {t.id for t in targets if isinstance(t, ast.Name)}
+    if isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
+        return {stmt.name}
+    return set()
+
+
+def _loads(nodes):
+    return {n.id for node in nodes for n in ast.walk(node)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _needed(tree, cls, wanted):
+    """The module-level statements of `tree` (but `cls`) that bind the `wanted` names, and those
+    the kept ones use in turn (logger = logging.getLogger(...)); __future__ imports first."""
+    kept = []
+    for _ in range(8):
+        kept = [stmt for stmt in tree.body if _binds(stmt) & wanted and stmt is not cls
+                or isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"]
+        more = wanted | _loads(kept)
+        if more == wanted:
+            break
+        wanted = more
+    return kept
+
+
+def loader_methods():
+    """SGLang's own DefaultModelLoader file selection, without importing the whole loader
+    module (its top level imports every layer and quantization, ~15 s on 0.5.23): the
+    methods' code as the installed loader.py has it, compiled with the module-level statements
+    that bind the names they use (their imports first), line numbers kept. Returns
+    (class, loader.py path). A name the methods use that the module does not bind is a
+    NameError when they run: the loader's answer is then unknown, never guessed."""
+    spec = importlib.util.find_spec(LOADER_MODULE)
+    with open(spec.origin, "rb") as handle:
+        tree = ast.parse(handle.read(), filename=spec.origin)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == LOADER_CLASS)
+    methods = [n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name in LOADER_METHODS]
+    if not any(m.name == "_prepare_weights" for m in methods):
+        raise LookupError(f"{spec.origin} has no {LOADER_CLASS}._prepare_weights")
+    kept = _needed(tree, cls, _loads(methods))
+    reduced = ast.ClassDef(name=LOADER_CLASS, bases=[], keywords=[], body=methods,
+                           decorator_list=[], lineno=cls.lineno, col_offset=cls.col_offset,
+                           end_lineno=cls.end_lineno, end_col_offset=cls.end_col_offset)
+    if "type_params" in ast.ClassDef._fields:  # Python 3.12+
+        reduced.type_params = []
+    body = kept + [reduced]
+    module = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
+    scope = {"__name__": LOADER_MODULE, "__file__": spec.origin}
+    exec(compile(module, spec.origin, "exec"), scope)  # noqa: S102 - SGLang's own code
+    return scope[LOADER_CLASS], spec.origin
+
+
 def checkpoint_weights(args, tracer):
     """The files SGLang's own loader selects for this checkpoint and load format
     (DefaultModelLoader._prepare_weights: the first pattern that matches, the index's files
@@ -681,15 +745,16 @@ def checkpoint_weights(args, tracer):
                          "not on this host yet)"}
     try:
         from sglang.srt.configs.load_config import LoadConfig
-        from sglang.srt.model_loader.loader import DefaultModelLoader
 
-        prepare = DefaultModelLoader._prepare_weights
+        loader_class, _origin = loader_methods()
+        prepare = loader_class._prepare_weights
         # The loader reads the process's server arguments (0.5.2x): the ones just resolved.
         publish = getattr(sys.modules.get("sglang.srt.server_args"),
                           "set_global_server_args_for_scheduler", None)
         if publish is not None:
             publish(args)
-        loader = DefaultModelLoader(LoadConfig(load_format=load_format))
+        loader = loader_class()
+        loader.load_config = LoadConfig(load_format=load_format)
         _folder, files, use_safetensors = prepare(
             loader, path, getattr(args, "revision", None), True)
     except Exception as exc:  # SGLang's to raise: the loader's own refusal is the evidence
@@ -759,8 +824,17 @@ def probe(request, out):
     stage = "import"
     log = LogCapture(lambda: tracer)
     parser_errors = keep_parser_errors()
+    phases = report["phases_s"] = {}
+    mark = [time.monotonic()]
+
+    def phase(name):  # seconds per step, for bench_resolve
+        now = time.monotonic()
+        phases[name] = round(now - mark[0], 2)
+        mark[0] = now
+
     try:
         report["packages"] = installed_versions()
+        phase("packages")
         import torch
 
         describe_torch(torch, gpus)
@@ -775,6 +849,7 @@ def probe(request, out):
         draws = RandomDraws(tracer)
         from sglang.srt import server_args as sa
 
+        phase("import")
         start_tracing = trace_record(sa.ServerArgs, tracer)
         flags = known_flags(sa)
         report["known_flags"] = len(flags)
@@ -786,6 +861,7 @@ def probe(request, out):
         report["entry"] = "ServerArgs.resolve_once" if staged else "ServerArgs.__post_init__"
         with draws:
             args = sa.prepare_server_args(argv)
+        phase("parse")
         stage = "resolve"
         if staged:
             start_tracing(args)  # what was asked is the parsed record
@@ -797,7 +873,9 @@ def probe(request, out):
         report["changes"] = changes(asked, resolved, tracer.events,
                                     fallback_site(type(args), tracer))
         report["volatile"] = draws.fields(report["changes"])
+        phase("resolve")
         report["weights"] = checkpoint_weights(args, tracer)
+        phase("weights")
     except BaseException as exc:  # SGLang's own verdict, whatever it raised
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -817,6 +895,10 @@ def run(request):
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     probe(request, out)
+    # The report is out and flushed; tearing down the ~6,000 modules SGLang imported would
+    # cost seconds more and say nothing (no server, no child, nothing to clean up).
+    sys.stderr.flush()
+    os._exit(0)
 
 
 # How the module starts this file in the ml-env's Python: the request on stdin's first line,

@@ -179,10 +179,14 @@ def _run_in(argv, timeout, env, cwd):
 
 def install_commands(path, installer, uv, options, items, no_deps=(), mode="copy"):
     """The installer's commands: `no_deps` (a subset of `items`) installed with --no-deps, then
-    the rest with their dependencies. uv puts files from its cache by `mode`; pip copies."""
+    the rest with their dependencies. uv puts files from its cache by `mode`; pip copies.
+    Both leave the bytecode compiled (pip does by default, uv is asked): the service user may
+    not write into the env, and without .pyc files every start of the server and every
+    resolution compiles SGLang's ~5,600 modules again (28 s of a 54 s resolution on 0.5.23)."""
     python = os.path.join(path, "bin", "python")
     if installer == "uv":
-        base = [uv, "pip", "install", "--python", python, "--link-mode", mode, *options]
+        base = [uv, "pip", "install", "--python", python, "--link-mode", mode,
+                "--compile-bytecode", *options]
     else:
         base = [python, "-m", "pip", "--disable-pip-version-check", "install", *options]
     alone = [i for i in items if i in no_deps]

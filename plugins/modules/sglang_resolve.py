@@ -208,6 +208,13 @@ sandbox:
   description: "{used, how}: whether it ran as the unit will."
   type: dict
   returned: always
+phases_s:
+  description: >-
+    Seconds per step inside the ml-env's Python: C(packages) (the installed versions),
+    C(import) (torch and C(sglang.srt.server_args)), C(parse), C(resolve), C(weights) (the
+    loader's file selection and the safetensors headers).
+  type: dict
+  returned: when the probe ran
 elapsed_s:
   description: Seconds the whole run took.
   type: float
@@ -360,7 +367,8 @@ def _take_report(out, report):
     """Copy the probe's report into the result; an import error means SGLang never ran."""
     out.update({k: report.get(k, out.get(k)) for k in (
         "sglang_version", "entry", "resolved", "changes", "error", "unknown_flags", "log",
-        "stubbed", "driver", "known_flags", "torch", "uid", "packages", "volatile", "weights")})
+        "stubbed", "driver", "known_flags", "torch", "uid", "packages", "volatile", "weights",
+        "phases_s")})
     error = report.get("error") or {}
     if error.get("stage") == "import":
         # SGLang could not even be imported: nothing SGLang said about the arguments.
@@ -374,7 +382,7 @@ def _take_report(out, report):
 REPORT_TYPES = {"sglang_version": str, "entry": str, "resolved": dict, "changes": list,
                 "error": dict, "unknown_flags": list, "log": list, "stubbed": dict, "driver": bool,
                 "known_flags": int, "torch": dict, "uid": int, "packages": dict, "volatile": list,
-                "weights": dict, "asked": dict, "elapsed_s": (int, float)}
+                "weights": dict, "asked": dict, "elapsed_s": (int, float), "phases_s": dict}
 REPORT_DEPTH = 32
 
 

@@ -37,10 +37,14 @@ def main():
     args = dict(config(), **{"model-path": str(model)})
     new, old = full_venv("0.5.23"), full_venv("0.5.15")
 
+    phases = {}
+
     def ask(venv):
         out = resolve_mod.resolve({"venv": str(venv), "args": args, "gpus": A6000X2,
                                    "timeout": 900})
         assert out["ran"] and out.get("weights", {}).get("files"), out.get("reason")
+        for name, secs in (out.get("phases_s") or {}).items():
+            phases.setdefault(f"{venv.name.split('-')[0]} {name}", []).append(secs)
 
     steps = {
         "import sglang.srt.server_args": lambda: subprocess.run(
@@ -58,6 +62,9 @@ def main():
         median = statistics.median(runs)
         print(f"{name:40s} median {median:6.1f} s  ({', '.join(f'{s:.1f}' for s in runs)})  "
               f"{median / base:.2f}x the import")
+    print("where a what-if's seconds go, inside the ml-env's Python (median):")
+    for name, runs in phases.items():
+        print(f"  {name:30s} {statistics.median(runs):6.1f} s")
 
 
 if __name__ == "__main__":

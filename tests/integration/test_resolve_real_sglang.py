@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "collections"))
 from ansible_collections.sglang.deploy.plugins.filter import sglang_preflight as pf  # noqa: E402
 from ansible_collections.sglang.deploy.plugins.filter import sglang_render as render  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_source as source  # noqa: E402
 
 resolve_mod = load_module("sglang_resolve")
 PROFILE = yaml.safe_load((ROOT / "roles/sglang/profiles/qwen3.6-27b-tp2-mtp.yml").read_text())
@@ -60,8 +61,13 @@ def change(out, field):
 
 
 def verdict(out, args, expect=None):
+    """The preflight of SGLang's answer, with the run-time rules sglang_facts reads from the
+    same release's sources."""
+    site = source.find_package(str(full_venv(out["sglang_version"])))[0] \
+        if out.get("sglang_version") else None
     facts = {"sglang_version": out["sglang_version"], "model": {"architectures": []},
-             "piecewise_blacklist": {}, "gpus": pf.sglang_described_gpus(A6000X2)}
+             "piecewise_blacklist": {}, "gpus": pf.sglang_described_gpus(A6000X2),
+             "custom_all_reduce_rules": source.custom_all_reduce_rules(site) if site else {}}
     return pf.sglang_preflight(facts, args, {}, expect or {}, resolution=out,
                                import_must_work=True)
 
@@ -120,6 +126,10 @@ def test_0523_reference_verdict(reference_0523):
                              "speculative": SPEC, "tp_size": 2, "max_running_requests": 48,
                              "attention_backend": "flashinfer", "cuda_graph_max_bs_decode": 32,
                              "custom_all_reduce": True}
+    # Two GPUs joined by PCIe with peer access: SGLang's run-time rules keep it on, and say where.
+    assert v["runtime"]["custom_all_reduce"]["value"] is True
+    assert v["runtime"]["custom_all_reduce"]["where"] == (
+        "sglang/srt/distributed/device_communicators/custom_all_reduce_utils.py:442")
     json.dumps(v)  # the report is JSON as it is
 
 

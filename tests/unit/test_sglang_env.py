@@ -276,9 +276,9 @@ def test_no_deps_is_for_the_pin_alone():
                                        ["sglang==0.5.23", "standin==0.1"], ["sglang==0.5.23"])
     assert commands == [
         ["/uv", "pip", "install", "--python", "/e/bin/python", "--link-mode", "copy",
-         "--no-index", "--no-deps", "sglang==0.5.23"],
+         "--compile-bytecode", "--no-index", "--no-deps", "sglang==0.5.23"],
         ["/uv", "pip", "install", "--python", "/e/bin/python", "--link-mode", "copy",
-         "--no-index", "standin==0.1"]]
+         "--compile-bytecode", "--no-index", "standin==0.1"]]
     assert envmod.install_commands("/e", "pip", "/uv", [], ["a==1"]) == [
         ["/e/bin/python", "-m", "pip", "--disable-pip-version-check", "install", "a==1"]]
 

@@ -3,7 +3,9 @@ one: a parser, a record whose resolution writes fields (<= 0.5.18) or declares t
 (0.5.19+), an import that needs the NVIDIA driver, and torch's device queries. The real
 releases are asked in tests/integration/test_resolve_real_sglang.py."""
 
+import json
 import os
+import struct
 import sys
 import textwrap
 
@@ -285,3 +287,81 @@ def test_the_probe_leaves_no_working_directory_behind(tmp_path):
     out = run(venv, site, ARGS, env={"TMPDIR": str(scratch)})
     assert out["ran"] and out["error"] is None, out
     assert list(scratch.iterdir()) == []
+
+
+LOAD_CONFIG = '''
+import dataclasses
+
+@dataclasses.dataclass
+class LoadConfig:
+    load_format: str = "auto"
+'''
+
+# The loader's top level imports what the file selection never uses (every layer and
+# quantization: ~15 s on 0.5.23); here it cannot be imported at all.
+LOADER = '''
+from __future__ import annotations
+
+import glob
+import logging
+import os
+
+import layers_that_take_fifteen_seconds  # noqa: F401
+
+logger = logging.getLogger(__name__)
+PATTERNS = ["*.safetensors", "*.bin"]
+
+
+class DefaultModelLoader(layers_that_take_fifteen_seconds.BaseModelLoader):
+    def load_model(self):
+        raise AssertionError("never called by the probe")
+
+    def _prepare_weights(self, model_name_or_path: str, revision, fall_back_to_pt: bool):
+        logger.info("selecting weights in %s", model_name_or_path)
+        for pattern in PATTERNS:
+            files = glob.glob(os.path.join(model_name_or_path, pattern))
+            if files:
+                return model_name_or_path, files, pattern.endswith(".safetensors")
+        return model_name_or_path, UNDEFINED_HERE, False
+'''
+
+
+def with_loader(site, model):
+    (site / "sglang" / "srt" / "configs").mkdir()
+    (site / "sglang" / "srt" / "configs" / "__init__.py").write_text("")
+    (site / "sglang" / "srt" / "configs" / "load_config.py").write_text(LOAD_CONFIG)
+    (site / "sglang" / "srt" / "model_loader").mkdir()
+    (site / "sglang" / "srt" / "model_loader" / "__init__.py").write_text("")
+    (site / "sglang" / "srt" / "model_loader" / "loader.py").write_text(LOADER)
+    (site / "layers_that_take_fifteen_seconds.py").write_text(
+        "raise ImportError('the probe imported the whole loader module')\n")
+    model.mkdir()
+    header = json.dumps({"w": {"dtype": "BF16", "shape": [4, 8], "data_offsets": [0, 64]},
+                         "b": {"dtype": "BF16", "shape": [8], "data_offsets": [64, 80]}})
+    (model / "model.safetensors").write_bytes(
+        struct.pack("<Q", len(header)) + header.encode() + b"\0" * 80)
+    (model / "training_args.bin").write_bytes(b"\0" * 16)
+    line = LOADER.splitlines().index(next(l for l in LOADER.splitlines()
+                                          if "def _prepare_weights" in l)) + 1
+    return f"sglang/srt/model_loader/loader.py:{line} DefaultModelLoader._prepare_weights"
+
+
+def test_the_loader_selects_the_files_without_its_module_s_other_imports(tmp_path):
+    venv, site, _ = fake_sglang(tmp_path, staged=True)
+    selected_by = with_loader(site, tmp_path / "model")
+    out = run(venv, site, {**ARGS, "model-path": str(tmp_path / "model")})
+    assert out["ran"] and out["error"] is None, out
+    weights = out["weights"]
+    assert weights["files"] == ["model.safetensors"] and weights["selected_by"] == selected_by
+    assert (weights["sharded_bytes"], weights["replicated_bytes"]) == (64, 16)
+    assert set(out["phases_s"]) == {"packages", "import", "parse", "resolve", "weights"}
+
+
+def test_a_name_the_loader_needs_and_its_module_does_not_bind_is_the_loader_s_error(tmp_path):
+    venv, site, _ = fake_sglang(tmp_path, staged=True)
+    with_loader(site, tmp_path / "model")
+    (tmp_path / "model" / "model.safetensors").unlink()
+    (tmp_path / "model" / "training_args.bin").unlink()
+    out = run(venv, site, {**ARGS, "model-path": str(tmp_path / "model")})
+    assert out["ran"] and out["error"] is None, out
+    assert out["weights"]["error"] == "NameError: name 'UNDEFINED_HERE' is not defined"
