@@ -404,7 +404,7 @@ class Verdict:
                     "names none")
         counts = {k: predicted.get(k) for k in ("num_steps", "eagle_topk", "num_draft_tokens")}
         wrong = [k for k, v in counts.items()
-                 if (v is not None or k == "num_steps") and not _count(v)]
+                 if (v is not None or k == "num_steps") and not _at_least_one(v)]
         if wrong:
             return f"SGLang's resolved record has no count for {', '.join(wrong)}"
         return None
@@ -435,7 +435,7 @@ class Verdict:
                         + "; ".join(_changed(self.resolution, name)))
         if self.by_sglang:
             kind = int if name == "max_running_requests" else str
-            if not (_count(value) if kind is int else isinstance(value, str)):
+            if not (_at_least_one(value) if kind is int else isinstance(value, str)):
                 return _row(name, wanted, "unknown", "unknown",
                             f"SGLang's resolved record has no {name} ({kind.__name__})")
             changed = _changed(self.resolution, name)
@@ -470,7 +470,7 @@ class Verdict:
                     "remove them in sglang_server_args or the profile")
 
 
-def _count(value):
+def _at_least_one(value):
     """A whole number of at least 1 (not a bool)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 

@@ -10,6 +10,7 @@ import re
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_packages import canonical
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_versions import numeric, older
 from ansible_collections.sglang.deploy.plugins.plugin_utils import sglang_evidence as evidence
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
 
@@ -147,16 +148,6 @@ def _unresolved(side, resolution):
         resolution.get("reason") or "its report holds no resolved record")
 
 
-VERSION = re.compile(r"[0-9]{1,5}(\.[0-9]{1,5}){0,3}")
-
-
-def _version(value):
-    """A version string as a tuple, or None when it is not one."""
-    if not isinstance(value, str) or not VERSION.fullmatch(value.strip()):
-        return None
-    return tuple(int(x) for x in value.strip().split("."))
-
-
 def _driver_unknown(facts, new_resolution):
     """Why the driver is no evidence for the candidate's torch (None when it is)."""
     cuda = facts.get("torch_cuda")
@@ -164,13 +155,13 @@ def _driver_unknown(facts, new_resolution):
     if cuda is None and isinstance(torch.get("version"), str) and torch.get("cuda") is None \
             and "torch_cuda" in facts:
         return None  # a CPU build of torch, as SGLang's own import of it said: no driver
-    if _version(cuda) is None:
+    if numeric(cuda) is None:
         return ("the CUDA version the candidate's torch is built for cannot be read (no "
                 "torch/version.py in its env): the driver was not checked")
-    if _version(facts.get("driver_needed")) is None:
+    if numeric(facts.get("driver_needed")) is None:
         return (f"torch is built for CUDA {cuda}, which sglang_cuda_min_driver does not list: "
                 "the driver was not checked")
-    if _version(facts.get("driver")) is None:
+    if numeric(facts.get("driver")) is None:
         return (f"no NVIDIA driver answers (nvidia-smi): whether this host runs CUDA {cuda} "
                 f"(driver >= {facts['driver_needed']}) is unknown")
     return None
@@ -197,8 +188,7 @@ def _prerequisites_unknown(prereqs, new_resolution):
 def _driver_too_old(prereqs):
     """The driver check, made here from the facts (the module's failure is not trusted alone)."""
     facts = (prereqs or {}).get("facts") or {}
-    driver, needed = _version(facts.get("driver")), _version(facts.get("driver_needed"))
-    if driver is None or needed is None or driver >= needed or any(
+    if not older(facts.get("driver"), facts.get("driver_needed")) or any(
             f.startswith("driver:") for f in prereqs["failures"]):
         return []
     return [f"driver: NVIDIA driver {facts['driver']} is older than {facts['driver_needed']}, "
@@ -266,6 +256,7 @@ def sglang_upgrade_report(old_verdict, new_verdict, old_resolution, new_resoluti
     report["changes_needed"] = _changes_needed(report, new_verdict, prereq_failures)
     report["unknowns"] = unknowns(old_resolution, new_resolution, old_verdict, new_verdict,
                                   prereqs)
+    # `ok` checked too: a candidate verdict that does not say ok (not one) is no evidence.
     report["verdict"] = ("changes needed" if report["changes_needed"] or new_verdict.get("failures")
                          else "unknown" if report["unknowns"] or not new_verdict.get("ok")
                          else "ready")

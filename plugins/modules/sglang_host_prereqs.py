@@ -205,6 +205,7 @@ from ansible_collections.sglang.deploy.plugins.module_utils.sglang_envs import (
     EnvError, env_id, env_path, link_target, python_identity, read_marker, spec_of)
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_pip import check as check_packages
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import systemd_version
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_versions import numeric, older
 
 CUDA_LINE = re.compile(r"^cuda\s*(?::\s*[^=]+)?=\s*['\"]([0-9.]+)['\"]", re.M)
 # Hardening settings that older systemd mishandles on a GPU host: (setting, first good
@@ -214,10 +215,6 @@ MISHANDLED = [
 ]
 DRIVER_VERSION = re.compile(r"[0-9]{1,5}(\.[0-9]{1,5}){1,3}")
 MODPROBE_PATHS = ("/usr/bin/nvidia-modprobe", "/usr/sbin/nvidia-modprobe")
-
-
-def version_tuple(text):
-    return tuple(int(x) for x in re.findall(r"\d+", str(text)))
 
 
 def torch_cuda_installed(venv):
@@ -234,7 +231,7 @@ def torch_cuda_installed(venv):
 def torch_cuda_wheel(wheelhouse):
     """CUDA version of the newest torch wheel in `wheelhouse`: (version, wheel) or (None, None)."""
     wheels = glob.glob(os.path.join(wheelhouse, "torch-*.whl")) if wheelhouse else []
-    for wheel in sorted(wheels, key=lambda w: version_tuple(os.path.basename(w).split("-")[1]),
+    for wheel in sorted(wheels, key=lambda w: numeric(os.path.basename(w).split("-")[1].split("+")[0]) or (),
                         reverse=True):
         try:
             with zipfile.ZipFile(wheel) as archive:
@@ -249,8 +246,9 @@ def min_driver(cuda, table):
     """The minimum driver for `cuda` (exact major.minor, else the nearest lower entry)."""
     if not cuda:
         return None
-    want = version_tuple(cuda)[:2]
-    known = sorted(((version_tuple(k)[:2], v) for k, v in table.items()), reverse=True)
+    want = (numeric(cuda) or (0,))[:2]
+    known = sorted(((numeric(str(k))[:2], v) for k, v in table.items() if numeric(str(k))),
+                   reverse=True)
     for version, driver in known:
         if version <= want and version[0] == want[0]:
             return str(driver)
@@ -357,7 +355,7 @@ def _driver_check(facts, cuda_min_driver):
     if cuda and not need:
         return [], [f"torch is built for CUDA {cuda}, which sglang_cuda_min_driver does "
                     "not list: the driver version was not checked"]
-    if need and version_tuple(driver) < version_tuple(need):
+    if need and older(driver, need):
         return [f"driver: NVIDIA driver {driver} is older than {need}, which CUDA {cuda} needs "
                 f"(torch from {facts['torch_cuda_source']}): upgrade the driver to >= {need}, "
                 "or pin an SGLang release whose torch is built for an older CUDA"], []

@@ -33,7 +33,7 @@ def _gpu_mib(facts, used):
     return min(sizes) if sizes and None not in sizes else None
 
 
-def _count(weights, name):
+def _byte_count(weights, name):
     value = weights.get(name)
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
@@ -46,7 +46,8 @@ def per_gpu_bytes(weights, tp, pp):
     if weights.get("error"):
         return None, f"SGLang's loader could not select the weight files: {weights['error']}"
     files = weights.get("files")
-    sharded, replicated = _count(weights, "sharded_bytes"), _count(weights, "replicated_bytes")
+    sharded = _byte_count(weights, "sharded_bytes")
+    replicated = _byte_count(weights, "replicated_bytes")
     if not isinstance(files, list) or not files or not all(isinstance(f, str) for f in files) \
             or sharded is None or replicated is None:
         return None, "the loader's answer holds no files and sizes"
