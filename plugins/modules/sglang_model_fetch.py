@@ -146,6 +146,8 @@ from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import
 GB = 1e9
 # More free space than any filesystem has (a petabyte) is a typo, not a wish.
 MAX_FREE_GB = 1e6
+# Hub tokens are tens of characters; a longer one is a mistake (and costs every redaction).
+MAX_TOKEN = 4096
 MAX_BYTES = 1e16
 
 
@@ -203,6 +205,9 @@ def check_params(params):
                 f"{params['min_free_gb']!r}")
     if number(params["slice"], 0, 86400, integer=False) is None or params["timeout"] < 0:
         return "slice and timeout must be 0 or more seconds (slice at most a day)"
+    if len(params["token"]) > MAX_TOKEN:
+        return (f"token is {len(params['token'])} characters: not a hub token (at most "
+                f"{MAX_TOKEN}; check sglang_hf_token)")
     if any(c in params["token"] for c in "\0\r\n"):
         # Never echoed: it is a secret, only its defect is named.
         return "token holds a NUL or a line break: not a hub token (check sglang_hf_token)"
