@@ -5,7 +5,6 @@ this file only sets them side by side. Unit-tested in tests/unit/test_sglang_upg
 """
 
 import fnmatch
-import re
 
 from ansible.errors import AnsibleFilterError
 

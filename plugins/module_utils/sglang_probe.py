@@ -692,7 +692,7 @@ def _needed(tree, cls, wanted):
     """The module-level statements of `tree` (but `cls`) that bind the `wanted` names, and those
     the kept ones use in turn (logger = logging.getLogger(...)); __future__ imports first."""
     kept = []
-    for _ in range(8):
+    for _round in range(8):
         kept = [stmt for stmt in tree.body if _binds(stmt) & wanted and stmt is not cls
                 or isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"]
         more = wanted | _loads(kept)

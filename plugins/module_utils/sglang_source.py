@@ -220,7 +220,8 @@ def _sizes(node, path, site):
                     for t in node.targets)):
         return None
     sizes = [e.value for e in node.value.elts
-             if isinstance(e, ast.Constant) and type(e.value) is int]
+             if isinstance(e, ast.Constant) and isinstance(e.value, int)
+             and not isinstance(e.value, bool)]
     return sizes, _rule_lines(path, site, node.lineno, node.lineno)[0][0]
 
 

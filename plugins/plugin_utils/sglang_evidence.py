@@ -85,6 +85,6 @@ def runtime_rules(value):
     sizes = (out.get("world_sizes") or {}).get("sizes")
     # Sizes of a group (world size 1 returns before this rule): a non-empty list of ints >= 2.
     if "world_sizes" in out and not (isinstance(sizes, list) and sizes and all(
-            type(s) is int and s >= 2 for s in sizes)):
+            isinstance(s, int) and not isinstance(s, bool) and s >= 2 for s in sizes)):
         return None  # the rule without readable sizes decides nothing
     return out if "gate" in out else None
