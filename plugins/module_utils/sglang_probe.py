@@ -706,8 +706,8 @@ def loader_methods():
     """SGLang's own DefaultModelLoader file selection, without importing the whole loader
     module (its top level imports every layer and quantization, ~15 s on 0.5.23): the
     methods' code as the installed loader.py has it, compiled with the module-level statements
-    that bind the names they use (their imports first), line numbers kept. Returns
-    (class, loader.py path). A name the methods use that the module does not bind is a
+    that bind the names they use (their imports first), line numbers kept: the class holding
+    them. A name the methods use that the module does not bind is a
     NameError when they run: the loader's answer is then unknown, never guessed."""
     spec = importlib.util.find_spec(LOADER_MODULE)
     with open(spec.origin, "rb") as handle:
@@ -726,7 +726,7 @@ def loader_methods():
     module = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
     scope = {"__name__": LOADER_MODULE, "__file__": spec.origin}
     exec(compile(module, spec.origin, "exec"), scope)  # noqa: S102 - SGLang's own code
-    return scope[LOADER_CLASS], spec.origin
+    return scope[LOADER_CLASS]
 
 
 def checkpoint_weights(args, tracer):
@@ -746,7 +746,7 @@ def checkpoint_weights(args, tracer):
     try:
         from sglang.srt.configs.load_config import LoadConfig
 
-        loader_class, _origin = loader_methods()
+        loader_class = loader_methods()
         prepare = loader_class._prepare_weights
         # The loader reads the process's server arguments (0.5.2x): the ones just resolved.
         publish = getattr(sys.modules.get("sglang.srt.server_args"),
@@ -825,12 +825,13 @@ def probe(request, out):
     log = LogCapture(lambda: tracer)
     parser_errors = keep_parser_errors()
     phases = report["phases_s"] = {}
-    mark = [time.monotonic()]
+    mark = time.monotonic()
 
     def phase(name):  # seconds per step, for bench_resolve
+        nonlocal mark
         now = time.monotonic()
-        phases[name] = round(now - mark[0], 2)
-        mark[0] = now
+        phases[name] = round(now - mark, 2)
+        mark = now
 
     try:
         report["packages"] = installed_versions()

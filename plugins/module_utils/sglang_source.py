@@ -41,6 +41,11 @@ def _metadata_version(path):
     return None
 
 
+def _rel(path, site):
+    """`path` as a report cites it: relative to site-packages, with forward slashes."""
+    return os.path.relpath(path, site).replace(os.sep, "/")
+
+
 @functools.lru_cache(maxsize=8)
 def _parse(path):
     """One parse per file: model_config.py and the reader are looked at more than once."""
@@ -116,7 +121,7 @@ def consulted_in(site):
                 raw = handle.read()
             if NEEDLE not in raw:
                 continue
-            rel = os.path.relpath(path, site).replace(os.sep, "/")
+            rel = _rel(path, site)
             tree = _parse(path)
             skip = _definition_nodes(tree) if rel == MODEL_CONFIG else set()
             owner = _enclosing(tree)
@@ -204,13 +209,15 @@ CAR_RULES = (
 P2P_SKIP_DIRS = ("sglang/srt/distributed", "sglang/srt/model_executor")
 
 
-def _rule_lines(path, site, first=1, last=None):
-    """[(where, code)] of the source lines of `path` (lines first..last)."""
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        lines = handle.read().splitlines()
-    rel = os.path.relpath(path, site).replace(os.sep, "/")
+def _rule_lines(path, site, first=1, last=None, text=None):
+    """[(where, code)] of the source lines of `path` (lines first..last); `text` when it was
+    read already."""
+    if text is None:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    lines = text.splitlines()
     end = len(lines) if last is None else last
-    return [(f"{rel}:{n}", lines[n - 1].strip()) for n in range(first, end + 1)]
+    return [(f"{_rel(path, site)}:{n}", lines[n - 1].strip()) for n in range(first, end + 1)]
 
 
 def _sizes(node, path, site):
@@ -222,7 +229,7 @@ def _sizes(node, path, site):
     sizes = [e.value for e in node.value.elts
              if isinstance(e, ast.Constant) and isinstance(e.value, int)
              and not isinstance(e.value, bool)]
-    return sizes, _rule_lines(path, site, node.lineno, node.lineno)[0][0]
+    return sizes, f"{_rel(path, site)}:{node.lineno}"
 
 
 def _gate(site):
@@ -253,10 +260,11 @@ def _p2p_skip_lines(site):
                 path = os.path.join(dirpath, name)
                 if not name.endswith(".py"):
                     continue
-                with open(path, "rb") as handle:
-                    if b"monkey_patch_p2p_access_check()" not in handle.read():
-                        continue
-                out += [(w, c) for w, c in _rule_lines(path, site) if not c.startswith("def ")]
+                with open(path, encoding="utf-8", errors="replace") as handle:
+                    text = handle.read()
+                if "monkey_patch_p2p_access_check()" in text:
+                    out += [(w, c) for w, c in _rule_lines(path, site, text=text)
+                            if not c.startswith("def ")]
     return out
 
 
