@@ -3,12 +3,13 @@
 (median printed): `import sglang.srt.server_args` in the 0.5.23 env (the floor: SGLang cannot
 answer faster than it imports), the preflight what-if (sglang_resolve of the reference profile
 in that env: one resolution, then the loader's file selection) and the upgrade what-if (the
-same in the 0.5.15 and 0.5.23 envs, one after the other, as upgrade.yml asks them). Prints the
+same in the 0.5.15 and 0.5.23 envs at once, as upgrade.yml asks them). Prints the
 seconds and the ratios to the import. Needs the full envs (scripts/build-sglang-venv.sh, as
 `make integration` builds them). Usage: python tests/bench/bench_resolve.py [--runs 3]
 """
 
 import argparse
+import concurrent.futures
 import statistics
 import subprocess
 import sys
@@ -21,6 +22,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from support import layouts  # noqa: E402
 from support.wheels import full_venv  # noqa: E402
 from test_resolve_real_sglang import A6000X2, config, resolve_mod  # noqa: E402
+
+
+def both(call, *venvs):
+    """`call` on each venv at once (upgrade.yml: the serving side's in the background)."""
+    with concurrent.futures.ThreadPoolExecutor(len(venvs)) as pool:
+        for future in [pool.submit(call, venv) for venv in venvs]:
+            future.result()
 
 
 def timed(call):
@@ -51,7 +59,7 @@ def main():
             [str(new / "bin" / "python"), "-c", "import sglang.srt.server_args"], check=True,
             capture_output=True),
         "preflight what-if (0.5.23)": lambda: ask(new),
-        "upgrade what-if (0.5.15 and 0.5.23)": lambda: (ask(old), ask(new)),
+        "upgrade what-if (0.5.15 and 0.5.23)": lambda: both(ask, old, new),
     }
     seconds = {name: [] for name in steps}
     for _ in range(opts.runs):

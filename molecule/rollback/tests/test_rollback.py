@@ -216,6 +216,24 @@ def upgrade(host, fresh_service, release_a, tmp_path_factory):
     return seen
 
 
+OLD_DRIVER = {  # molecule/rollback/prepare.yml: nvidia-smi answering 535, torch for CUDA 12.8
+    "sglang_nvidia_smi": "/opt/fake-nvidia/driver-535/nvidia-smi",
+    "sglang_pip_wheelhouse_src": "", "sglang_pip_wheelhouse": "/opt/wheelhouse-cu128",
+    "sglang_pip_extra_packages": ["sglang-standin==0.1.0", "torch==2.9.1+cu128"]}
+
+
+@pytest.fixture(scope="module")
+def upgrade_old_driver(host, release_a, tmp_path_factory):
+    """The plan again, its candidate's env with a torch built for CUDA 12.8, on a host whose
+    driver answers 535, without nvidia-uvm or nvidia-modprobe: what the host lacks, named."""
+    report = tmp_path_factory.mktemp("upgrade-old-driver") / "plan.json"
+    before = current(host)
+    out = play("playbooks/upgrade.yml", {"sglang_version": OTHER_VERSION, **OLD_DRIVER,
+                                         "sglang_upgrade_report": str(report)})
+    return {"plan": out, "report": json.loads(report.read_text()) if report.exists() else {},
+            "current": (before, current(host))}
+
+
 @pytest.fixture(scope="module")
 def switch_offline(host, upgrade, release_a):
     """Release G on another SGLang version (so another env), then five rollbacks between A and
@@ -494,3 +512,26 @@ def test_the_move_reuses_the_planned_env_and_a_slower_candidate_is_rolled_back(
     assert out["status"] == "failed"
     assert "in the previous good release" in out["msg"] and "decode_tok_s_per_user" in out["msg"]
     assert upgrade["current"] == release_a["id"] and upgrade["serves"]
+
+
+def test_an_upgrade_on_an_old_driver_names_the_driver_and_what_the_host_lacks(
+        upgrade_old_driver):
+    plan, report = upgrade_old_driver["plan"], upgrade_old_driver["report"]
+    assert plan["status"] == "failed" and report, plan["msg"]
+    # Not ready, whatever else is unknown: something on the host must change first.
+    assert report["verdict"] == "changes needed", report["verdict"]
+    needed = " | ".join(report["changes_needed"])
+    # The candidate's torch (read in its env, after it was built) against the host's driver.
+    assert "NVIDIA driver 535.104.05 is older than 570.26, which CUDA 12.8 needs" in needed
+    driver = [r for r in report["prerequisites"] if r["what"].startswith("NVIDIA driver")]
+    assert driver == [{"what": "NVIDIA driver for torch's CUDA 12.8", "needed": "570.26",
+                       "found": "535.104.05"}], report["prerequisites"]
+    # A prerequisite this host lacks (a container: no nvidia-uvm, no nvidia-modprobe).
+    assert "nvidia-uvm is not loaded and nvidia-modprobe is absent" in needed
+    assert "changes needed" in plan["msg"] and "535.104.05" in plan["msg"]
+    before, after = upgrade_old_driver["current"]
+    assert before == after  # read-only for the serving release
+    print(f"\nupgrade plan on driver 535, candidate torch for CUDA 12.8: {report['verdict']}\n"
+          + "\n".join(f"  needed: {line}" for line in report["changes_needed"])
+          + "\n" + "\n".join(f"  prerequisite {r['what']}: needs {r['needed']}, found {r['found']}"
+                              for r in report["prerequisites"]))
