@@ -12,12 +12,15 @@ description:
     (requirements.txt); the file is rewritten only when its content changes.
 options:
   finalists:
-    description: "Finalists, each with C(id), C(release) and C(final_levels) (smoke levels)."
+    description:
+      - "Finalists, each with C(id), C(release) and C(final_levels) (smoke levels)."
+      - At most 64 finalists of at most 1,000 levels each (a chart, not a data dump); an id is
+        drawn with its first 60 characters.
     type: list
     elements: dict
     required: true
   title:
-    description: Chart title.
+    description: Chart title (at most 200 characters).
     type: str
     default: sglang tune
   dest:
@@ -58,6 +61,25 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import write_atomic
 
 
+# What a chart can show; beyond these, drawing takes minutes (a 2 MB title is laid out glyph by
+# glyph) and shows nothing more.
+MAX_TITLE, MAX_LINES, MAX_LEVELS, MAX_LABEL = 200, 64, 1000, 60
+
+
+def too_much(finalists, title):
+    """Why this is more than a chart can show (None when it is not)."""
+    if len(title) > MAX_TITLE:
+        return f"title: {len(title)} characters, at most {MAX_TITLE}"
+    if len(finalists) > MAX_LINES:
+        return f"finalists: {len(finalists)}, at most {MAX_LINES} lines"
+    for fin in finalists:
+        levels = fin.get("final_levels")
+        if isinstance(levels, list) and len(levels) > MAX_LEVELS:
+            return (f"finalist {str(fin.get('id'))[:MAX_LABEL]!r}: {len(levels)} levels, at most "
+                    f"{MAX_LEVELS}")
+    return None
+
+
 def series(finalist, metric):
     points = sorted((lv["concurrency"], lv.get(metric)) for lv in finalist.get("final_levels") or []
                     if isinstance(lv.get(metric), (int, float)))
@@ -76,7 +98,7 @@ def draw(finalists, title):
         for fin in finalists:
             xs, ys = series(fin, metric)
             if xs:
-                ax.plot(xs, ys, marker="o", label=fin.get("id", "?"))
+                ax.plot(xs, ys, marker="o", label=str(fin.get("id", "?"))[:MAX_LABEL])
         ax.set_xlabel("concurrency")
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)
@@ -104,6 +126,9 @@ def main():
         module.fail_json(msg=f"dest {p['dest']!r} must name a file (the PNG), not a directory")
     if not all(isinstance(f, dict) for f in p["finalists"]):
         module.fail_json(msg="finalists must be mappings with id and final_levels")
+    why = too_much(p["finalists"], p["title"])
+    if why:
+        module.fail_json(msg=f"more than a chart shows: {why}")
     try:
         data = draw(p["finalists"], p["title"])
     except ImportError:

@@ -12,6 +12,7 @@ import os
 import subprocess
 
 import pytest
+import yaml
 
 from support import ROOT
 
@@ -74,8 +75,37 @@ def test_a_well_typed_variable_passes_the_same_spec(tmp_path, playbook, entry_po
     validated = [result for name, result in tasks
                  if f"Validating arguments against arg spec '{entry_point}'" in name]
     assert validated and not validated[0].get("failed"), validated
-    name, _ = first_failure(tasks)
+    name, result = first_failure(tasks)
     assert "Validating arguments" not in name, name
+    # Every input check on the controller passed: the first task that fails needs the host.
+    assert result.get("unreachable"), (name, result.get("msg"))
+
+
+PLAYBOOKS = [playbook for playbook, _ in ENTRY_POINTS] + ["playbooks/upgrade.yml",
+                                                          "playbooks/tune.yml"]
+
+
+def dict_options():
+    """Every mapping-typed option of every entry point of the three roles."""
+    names = set()
+    for spec in ROOT.glob("roles/*/meta/argument_specs.yml"):
+        for entry in yaml.safe_load(spec.read_text(encoding="utf-8"))["argument_specs"].values():
+            names |= {name for name, option in (entry.get("options") or {}).items()
+                      if option.get("type") == "dict"}
+    return sorted(names)
+
+
+@pytest.mark.parametrize("playbook", PLAYBOOKS)
+def test_each_optional_input_absent_reaches_the_host(tmp_path, playbook):
+    """The README's inline profile with only its required key, and every mapping input given
+    with none of its optional keys: each playbook's checks pass on the controller (a key read
+    without a default would stop it there) and the first task to fail is the first on the host."""
+    extravars = {name: {} for name in dict_options()}
+    extravars["sglang_profile"] = {"model": {"path": "/srv/models/m"}}
+    # An empty search space is refused on purpose (nothing to tune): one knob, nothing else.
+    extravars["sglang_tune_space"] = {"args": {"speculative-num-steps": [1, 2]}}
+    name, result = first_failure(run_playbook(tmp_path, playbook, extravars))
+    assert result.get("unreachable"), (name, result.get("msg"))
 
 
 

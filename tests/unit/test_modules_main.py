@@ -340,6 +340,20 @@ def test_tune_chart_draws_once_and_rewrites_only_on_change(tmp_path):
     assert os.listdir(tmp_path) == ["tune.png"]
 
 
+@pytest.mark.parametrize("args, words", [
+    ({"title": "x" * 201}, "title: 201 characters, at most 200"),
+    ({"finalists": [{"id": str(i), "final_levels": []} for i in range(65)]},
+     "finalists: 65, at most 64 lines"),
+    ({"finalists": [{"id": "big", "final_levels": [{"concurrency": 1}] * 1001}]},
+     "finalist 'big': 1001 levels, at most 1000"),
+])
+def test_tune_chart_refuses_more_than_a_chart_shows_before_drawing(tmp_path, args, words):
+    dest = tmp_path / "tune.png"
+    result, code = run("sglang_tune_chart", {"finalists": [], "dest": str(dest), **args})
+    assert code == 1 and words in result["msg"], result
+    assert not dest.exists()
+
+
 def test_service_state_names_a_file_that_differs_by_digest(tmp_path):
     import hashlib
 
