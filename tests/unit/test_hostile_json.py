@@ -1,11 +1,11 @@
 """Hostile input, round five: every module's main() with each option, in turn, given JSON that
 is deep (a list or a mapping nested 300 levels: ansible-core's own argument loading deep-copies
-the arguments and stops near 450, before any module code runs) or
-large (a 2 MB string, a list of 100,000 items), the other options as a playbook would leave them
-(absent, the required ones present, a wait or a deadline 0.3 s). Each module answers with one JSON object and a message on
-failure, in seconds: never a traceback, never a RecursionError or MemoryError of its own,
-never minutes of work for input no playbook means (a 2 MB chart title was laid out glyph by
-glyph: sglang_tune_chart now refuses what a chart cannot show)."""
+the arguments and stops near 450, before any module code runs) or large (a 2 MB string, a list
+of 100,000 items), the other options as a playbook would leave them (absent, the required ones
+present, a wait or a deadline 0.3 s). Each module answers with one JSON object and a message on
+failure, in seconds: never a traceback, never a RecursionError or MemoryError of its own, never
+minutes of work for input no playbook means (a 2 MB chart title was laid out glyph by glyph:
+sglang_tune_chart now refuses what a chart cannot show)."""
 
 import json
 import re
