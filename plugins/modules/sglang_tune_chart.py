@@ -63,7 +63,10 @@ from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import 
 
 # What a chart can show; beyond these, drawing takes minutes (a 2 MB title is laid out glyph by
 # glyph) and shows nothing more.
-MAX_TITLE, MAX_LINES, MAX_LEVELS, MAX_LABEL = 200, 64, 1000, 60
+MAX_TITLE = 200
+MAX_LINES = 64
+MAX_LEVELS = 1000
+MAX_LABEL = 60
 
 
 def too_much(finalists, title):
