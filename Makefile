@@ -96,12 +96,12 @@ bench-resolve: setup
 wheelhouse-full: setup
 	bash scripts/build-wheelhouse-full.sh >/dev/null
 
-# Every scenario, three at a time (MOLECULE_LANES=1 for one after another).
+# Every scenario, two at a time (MOLECULE_LANES=1 for one after another).
 molecule: setup image wheelhouse-full
 	bash scripts/molecule-all.sh
 
 # The full check; it fails if it leaves the working tree dirtier than it found it. Molecule's
-# scenarios (three lanes, mostly waiting on systemd and polls) run beside the other steps, which
+# scenarios (two lanes, mostly waiting on systemd and polls) run beside the other steps, which
 # run one after another; each side's output is printed whole when it ends.
 test: host-packages
 	@bash scripts/tree-unchanged.sh $(MAKE) --no-print-directory test-steps
