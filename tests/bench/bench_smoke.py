@@ -4,11 +4,15 @@ process at a known speed (50 tok/s per user, 300 ms TTFT, 3 tokens per streamed 
 sends them) and prints measured figures beside the truth.
 
 A benchmark with a floor: it exits 1 when decode tok/s per user or TTFT is off by more than
-3%. Usage: python tests/bench/bench_smoke.py [--tok-s 50 --ttft-ms 300 --chunk 3]
+3%. TTFT is judged net of this machine's own round trip to the stand-in (the median of `/health`
+answered at once, timed before and after the run, printed): a busy host delays every request by
+milliseconds that are no error of the smoke test (a CI run beside molecule measured 309 ms for
+300). Usage: python tests/bench/bench_smoke.py [--tok-s 50 --ttft-ms 300 --chunk 3]
 """
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -19,6 +23,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support import ROOT, free_port, load_module  # noqa: E402
 
 smoke = load_module("sglang_smoke")
+
+
+def round_trips(smoke_module, url, count=20):
+    """Milliseconds of `count` /health requests, which the stand-in answers at once."""
+    out = []
+    for _ in range(count):
+        started = time.monotonic()
+        smoke_module.request(url + "/health", timeout=10)
+        out.append((time.monotonic() - started) * 1000)
+    return out
 
 
 def main():
@@ -48,25 +62,28 @@ def main():
                 break
             except smoke.HttpError:
                 time.sleep(0.05)
+        rtt = round_trips(smoke, url)
         result = smoke.run({
             "url": url, "model": "", "api_key": "", "concurrency": [1, 4],
             "requests_per_level": opts.requests, "max_tokens": opts.max_tokens,
             "prompt": "benchmark", "warmup": 1, "ignore_eos": True, "chat": True,
             "chat_template_kwargs": {"enable_thinking": False}, "timeout": 120,
         })
+        rtt_ms = statistics.median(rtt + round_trips(smoke, url))
     finally:
         server.terminate()
         server.wait()
 
     truth_tpot = 1000.0 / opts.tok_s
     print(f"stand-in truth: {opts.tok_s} tok/s per user (TPOT {truth_tpot:.2f} ms), "
-          f"TTFT {opts.ttft_ms} ms, {opts.chunk} tokens per chunk, {opts.max_tokens} tokens")
+          f"TTFT {opts.ttft_ms} ms, {opts.chunk} tokens per chunk, {opts.max_tokens} tokens; "
+          f"this machine's round trip {rtt_ms:.1f} ms (median of /health)")
     print(f"{'conc':>4} {'ok':>3} {'TTFT p50':>9} {'TTFT p99':>9} {'TPOT p50':>9} "
           f"{'TPOT p99':>9} {'tok/s/user':>10} {'out tok/s':>9}   dev tok/s  dev TTFT")
     worst = 0.0
     for lv in result["levels"]:
         dev_rate = lv["decode_tok_s_per_user"] / opts.tok_s - 1
-        dev_ttft = lv["ttft_ms_p50"] / opts.ttft_ms - 1
+        dev_ttft = (lv["ttft_ms_p50"] - rtt_ms) / opts.ttft_ms - 1
         worst = max(worst, abs(dev_rate), abs(dev_ttft))
         print(f"{lv['concurrency']:>4} {lv['requests_ok']:>3} {lv['ttft_ms_p50']:>9.1f} "
               f"{lv['ttft_ms_p99']:>9.1f} {lv['tpot_ms_p50']:>9.2f} {lv['tpot_ms_p99']:>9.2f} "
