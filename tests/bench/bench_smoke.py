@@ -25,12 +25,12 @@ from support import ROOT, free_port, load_module  # noqa: E402
 smoke = load_module("sglang_smoke")
 
 
-def round_trips(smoke_module, url, count=20):
+def round_trips(url, count=20):
     """Milliseconds of `count` /health requests, which the stand-in answers at once."""
     out = []
     for _ in range(count):
         started = time.monotonic()
-        smoke_module.request(url + "/health", timeout=10)
+        smoke.request(url + "/health", timeout=10)
         out.append((time.monotonic() - started) * 1000)
     return out
 
@@ -62,14 +62,14 @@ def main():
                 break
             except smoke.HttpError:
                 time.sleep(0.05)
-        rtt = round_trips(smoke, url)
+        rtt = round_trips(url)
         result = smoke.run({
             "url": url, "model": "", "api_key": "", "concurrency": [1, 4],
             "requests_per_level": opts.requests, "max_tokens": opts.max_tokens,
             "prompt": "benchmark", "warmup": 1, "ignore_eos": True, "chat": True,
             "chat_template_kwargs": {"enable_thinking": False}, "timeout": 120,
         })
-        rtt_ms = statistics.median(rtt + round_trips(smoke, url))
+        rtt_ms = statistics.median(rtt + round_trips(url))
     finally:
         server.terminate()
         server.wait()
