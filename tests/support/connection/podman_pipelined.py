@@ -2,10 +2,19 @@
 
 containers.podman.podman runs six podman commands per module (mount, the home directory, a
 temporary directory, chmod, python, rm), about 1.3 s a task here; users' hosts, over ssh with
-pipelining, get one. This plugin gives the test hosts the same single round trip: the module
-goes to the host's Python on stdin (`podman exec -i`), and the container is mounted only when
-a file is copied. The tests then time what users would see, and the scenarios run faster.
-Test tooling only: .config/molecule/config.yml names it, the collection does not ship it.
+pipelining and a persistent connection (ControlPersist), get one round trip of a few
+milliseconds. This plugin gives the test hosts the same: the module goes to the host's Python
+on stdin, through a channel that stays open as ssh's master connection does. The channel is a
+small server started once per container with `podman exec -d` (so what it runs has the
+container's namespaces, cgroup, environment and limits, as `podman exec` gives), listening on
+the container's address and answering only requests that carry the token it was started with
+(kept on the controller, 0600). A `podman exec` costs about 0.25 s here (podman, conmon, runc);
+a request on the channel a few milliseconds. Where the channel cannot be had (another user, no
+route to the container) or PODMAN_PIPELINED_CHANNEL=off, each module takes one
+`podman exec -i`. The container is
+mounted only when a file is copied. The tests then time what users would see, and the
+scenarios run faster. Test tooling only: .config/molecule/config.yml names it, the collection
+does not ship it.
 """
 
 from __future__ import annotations
@@ -42,15 +51,83 @@ options:
       - name: ansible_podman_executable
 """
 
+import fcntl
+import json
+import os
+import secrets
 import shlex
+import socket
+import tempfile
+import time
 
-from ansible.module_utils.common.text.converters import to_native
+from ansible.errors import AnsibleConnectionFailure
+from ansible.module_utils.common.text.converters import to_bytes, to_native
 from ansible.plugins.connection import ConnectionBase
+from ansible.utils.display import Display
 from ansible_collections.containers.podman.plugins.connection.podman import Connection as Podman
 
 
+display = Display()
+
+
+class ChannelGone(Exception):
+    """The channel did not take the request: nothing ran."""
+
+
+# The port the channel listens on in each container (its own network namespace).
+CHANNEL_PORT = 40404
+# Where the controller keeps each container's channel (address, token): one file a container.
+CHANNEL_DIR = os.path.join(tempfile.gettempdir(), "podman-channel-%d" % os.getuid())
+# How long a new channel may take to answer (a busy host starts Python slowly): then plain exec.
+CHANNEL_START_S = 120
+
+# The channel, run by the container's Python: one request a connection (a JSON line with the
+# token, the argv and the length of stdin, then stdin), one answer (a JSON line with the exit
+# code and the lengths, then stdout and stderr). A channel started before it is ended first.
+SERVER = r"""
+import hmac, json, os, signal, socket, socketserver, subprocess, sys, time
+TOKEN = os.environ.pop("PODMAN_CHANNEL_TOKEN").encode()
+PIDFILE = "/run/podman-channel.pid"
+try:
+    os.kill(int(open(PIDFILE).read()), signal.SIGTERM)
+except (OSError, ValueError):
+    pass
+open(PIDFILE, "w").write(str(os.getpid()))
+
+class Handler(socketserver.StreamRequestHandler):
+    def handle(self):
+        head = json.loads(self.rfile.readline())
+        if not hmac.compare_digest(head.get("token", "").encode(), TOKEN):
+            self.wfile.write(b'{"refused": "token"}\n')
+            return
+        data = self.rfile.read(head["stdin"]) if head["stdin"] >= 0 else None
+        try:
+            proc = subprocess.Popen(head["argv"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    stdin=subprocess.DEVNULL if data is None else subprocess.PIPE)
+            out, err = proc.communicate(data)
+            rc = proc.returncode
+        except OSError as exc:
+            out, err, rc = b"", str(exc).encode(), 127
+        self.wfile.write(json.dumps({"rc": rc, "out": len(out), "err": len(err)}).encode()
+                         + b"\n" + out + err)
+
+class Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+for _ in range(200):  # the channel ended above lets go of the port
+    try:
+        server = Server(("0.0.0.0", %d), Handler)
+        break
+    except OSError:
+        time.sleep(0.1)
+server.serve_forever()
+""" % CHANNEL_PORT
+
+
 class Connection(Podman):
-    """containers.podman.podman, with stdin passed to `podman exec` and a lazy mount."""
+    """containers.podman.podman: modules on the channel (else stdin to `podman exec`), a lazy
+    mount."""
 
     transport = "podman_pipelined"
     has_pipelining = True
@@ -67,10 +144,92 @@ class Connection(Podman):
 
     def exec_command(self, cmd, in_data=None, sudoable=False):
         ConnectionBase.exec_command(self, cmd, in_data=in_data, sudoable=sudoable)
+        argv = shlex.split(to_native(cmd, errors="surrogate_or_strict"))
+        gone = None
+        tries = 0 if self.user or os.environ.get("PODMAN_PIPELINED_CHANNEL") == "off" else 2
+        for _ in range(tries):  # a channel that is gone is started again, once
+            channel = self._channel(gone)
+            if channel is None:
+                break
+            try:
+                return self._over(channel, argv, in_data)
+            except ChannelGone:
+                gone = channel[1]
         args = ["exec", "-i"] if in_data is not None else ["exec"]
         if self.user:
             args += ["--user", self.user]
-        return self._podman(args, shlex.split(to_native(cmd, errors="surrogate_or_strict")), in_data)
+        return self._podman(args, argv, in_data)
+
+    # ---- the channel -------------------------------------------------------------------
+    def _channel(self, gone):
+        """(address, token) of this container's channel, started when there is none or the
+        one known has token `gone`; None when it cannot be had (then a podman exec)."""
+        os.makedirs(CHANNEL_DIR, mode=0o700, exist_ok=True)
+        path = os.path.join(CHANNEL_DIR, self._container_id.replace("/", "_") + ".json")
+        with open(path + ".lock", "a", encoding="utf-8") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one start at a time, across forks and runs
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    known = json.load(handle)
+                if known["token"] != gone:
+                    return known["address"], known["token"]
+            except (OSError, ValueError, KeyError):
+                pass
+            return self._start_channel(path)
+
+    def _start_channel(self, path):
+        rc, address, _ = self._podman(
+            "inspect", ["--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}"])
+        address = to_native(address).split()
+        if rc != 0 or not address:
+            return None
+        token = secrets.token_hex(16)
+        rc, _, err = self._podman(["exec", "-d", "-e", "PODMAN_CHANNEL_TOKEN=" + token],
+                                  ["/usr/bin/python3", "-c", SERVER])
+        if rc != 0:
+            display.warning("podman channel to %s not started (%s): a podman exec a module"
+                            % (self._container_id, to_native(err).strip()))
+            return None
+        channel = (address[0], token)
+        started = time.monotonic()
+        while True:  # until the new channel answers (Python starting on a busy host)
+            try:
+                self._over(channel, ["true"], None)
+                break
+            except ChannelGone:
+                if time.monotonic() - started > CHANNEL_START_S:
+                    display.warning("podman channel to %s did not answer in %d s: a podman "
+                                    "exec a module" % (self._container_id, CHANNEL_START_S))
+                    return None
+                time.sleep(0.05)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump({"address": address[0], "token": token}, handle)
+        return channel
+
+    def _over(self, channel, argv, in_data):
+        """argv run on the channel: (rc, stdout, stderr); ChannelGone when nothing ran."""
+        address, token = channel
+        data = b"" if in_data is None else to_bytes(in_data)
+        head = {"token": token, "argv": argv, "stdin": -1 if in_data is None else len(data)}
+        display.vvv("CHANNEL %s %s" % (address, argv), host=self._container_id)
+        try:
+            sock = socket.create_connection((address, CHANNEL_PORT), timeout=10)
+        except OSError as exc:
+            raise ChannelGone(exc) from exc
+        with sock:
+            sock.settimeout(None)  # a module runs as long as it runs
+            sock.sendall(json.dumps(head).encode() + b"\n" + data)
+            answer = sock.makefile("rb")
+            line = answer.readline()
+            if not line:
+                raise AnsibleConnectionFailure("the podman channel to %s closed without an "
+                                               "answer" % self._container_id)
+            reply = json.loads(line)
+            if "refused" in reply:  # another channel holds the port: nothing ran
+                raise ChannelGone(reply["refused"])
+            out, err = answer.read(reply["out"]), answer.read(reply["err"])
+        return reply["rc"], out, err
 
     def put_file(self, in_path, out_path):
         self._mounted()
