@@ -587,6 +587,7 @@ class RandomDraws:
         import random
 
         self.module, self.tracer, self.sites, self.saved = random, tracer, set(), {}
+        self.trees = {}  # file -> its parsed source (None: unreadable)
 
     def __enter__(self):
         for name in self.NAMES:
@@ -608,8 +609,34 @@ class RandomDraws:
         return draw
 
     def fields(self, changes):
-        """The changed fields whose write is a line that drew a random number."""
-        return sorted({c["field"] for c in changes if (c.get("file"), c.get("line")) in self.sites})
+        """The changed fields whose write is a statement that drew a random number. The
+        statement counts whole: 0.5.23 declares `random_seed=random.randint(...)` on the line
+        after its `declare_resolution(` (sglang/srt/arg_groups/serving_hook.py), and the
+        declaration is traced to the line the call starts on."""
+        out = set()
+        for change in changes:
+            file, line = change.get("file"), change.get("line")
+            if not file or not isinstance(line, int):
+                continue
+            first, last = self.statement(file, line)
+            if any(f == file and first <= at <= last for f, at in self.sites):
+                out.add(change["field"])
+        return sorted(out)
+
+    def statement(self, file, line):
+        """(first, last) line of the innermost statement holding `line` in `file`, as the
+        tracer names it ((line, line) where the source cannot be read)."""
+        if file not in self.trees:
+            path = file if os.path.isabs(file) else os.path.join(self.tracer.site or "", file)
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    self.trees[file] = ast.parse(handle.read())
+            except (OSError, SyntaxError, ValueError):
+                self.trees[file] = None
+        tree = self.trees[file]
+        spans = [(node.lineno, node.end_lineno) for node in (ast.walk(tree) if tree else ())
+                 if isinstance(node, ast.stmt) and node.lineno <= line <= (node.end_lineno or 0)]
+        return min(spans, key=lambda span: span[1] - span[0], default=(line, line))
 
 
 # ---- the weights SGLang would load ---------------------------------------------------------
@@ -813,6 +840,12 @@ def probe(request, out):
     report["gpus"]["capability"] = list(gpus.capability)
 
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    # torch.compile decorators SGLang applies while its modules import (0.5.23: moe_runner's
+    # deep_gemm, reached through model_config from the resolution) build TorchInductor, about
+    # 4 s of imports, for kernels a resolution never runs; with this torch returns the function
+    # as it is (torch/_dynamo/eval_frame.py, _optimize). No rule of the resolution reads it
+    # (tests/integration: the same answer with it "0"); a release's env may still set it.
+    os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
     install_fake_nvidia_smi(gpus, workdir)
     report["driver"] = driver_present()
     finder = DriverlessFinder()

@@ -113,6 +113,29 @@ def test_0523_reference_resolves_as_its_source_says(reference_0523):
     assert any("Max running requests is reset to 48" in r["message"] for r in out["log"])
 
 
+def test_0523_compile_decorators_left_uncompiled_change_no_answer(reference_0523):
+    # The probe sets TORCHDYNAMO_DISABLE=1 (sglang_probe.probe) unless the env says otherwise:
+    # SGLang's answer with torch.compile building its decorators must be the same, field for
+    # field, change for change.
+    out, args = reference_0523
+    compiled = resolve("0.5.23", args, env={"TORCHDYNAMO_DISABLE": "0"})
+    # Drawn at random on each run: serving_hook.py declares random_seed=random.randint(...) on
+    # the line after its declare_resolution( (the statement counts whole).
+    volatile = set(out["volatile"])
+    assert volatile == set(compiled["volatile"]) == {"random_seed"}
+    assert compiled["error"] is None
+
+    def fixed(answer):
+        return ({k: v for k, v in answer["resolved"].items() if k not in volatile},
+                [c for c in answer["changes"] if c["field"] not in volatile])
+
+    assert fixed(compiled) == fixed(out)
+    assert (compiled["unknown_flags"], compiled["known_flags"]) == \
+        (out["unknown_flags"], out["known_flags"])
+    print(f"0.5.23 resolution: {out['elapsed_s']} s, {compiled['elapsed_s']} s with "
+          "torch.compile building its decorators")
+
+
 def test_0523_reference_verdict(reference_0523):
     out, args = reference_0523
     v = verdict(out, args, {**PROFILE["expect"], "prefill_cuda_graph": "required",

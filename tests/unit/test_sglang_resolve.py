@@ -119,9 +119,18 @@ def _handle_spec(self):
     _declare(self, "_handle_spec", max_running_requests=48)          # line DECLARE
 
 
+def _handle_seed(self):
+    import random
+    _declare(                                                        # as 0.5.23 draws its seed
+        self, "_handle_seed",
+        random_seed=random.randint(0, 1 << 30),
+    )
+
+
 def resolve_once(self):
     self._resolved_overrides = list(getattr(self, "_resolved_overrides", ()))
     _handle_spec(self)
+    _handle_seed(self)
 
 
 def resolved_dict(self):
@@ -203,6 +212,8 @@ def test_declarations_of_staged_resolution_are_traced_to_the_declaring_function(
     assert (change["asked"], change["resolved"]) == (None, 48)
     assert (change["line"], change["function"], change["source"]) == (
         lines["DECLARE"], "_handle_spec", "_handle_spec")
+    # A seed drawn inside a declaration that spans lines is drawn at random all the same.
+    assert out["volatile"] == ["random_seed"]
 
 
 def test_an_error_sglang_raises_comes_back_with_its_type_message_and_line(tmp_path):
