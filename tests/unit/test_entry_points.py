@@ -122,3 +122,23 @@ def test_the_tuner_refuses_a_wrongly_typed_setting_before_the_host(tmp_path):
     name, result = first_failure(tasks)
     assert result.get("unreachable"), (name, result)
     assert [n for n, r in tasks if spec in n and not r.get("failed")], tasks
+
+
+@pytest.mark.parametrize("inventory, host, variable, wheelhouse", [
+    ("demo", "sglang-demo", "sglang_pip_wheelhouse_src", "wheelhouse"),
+    ("fleet", "sglang-replica-a", "sglang_pip_wheelhouse_src", "wheelhouse"),
+    ("fleet", "sglang-router", "sglang_router_pip_wheelhouse_src", "wheelhouse-router"),
+])
+def test_the_example_inventories_find_the_clones_wheelhouse_from_anywhere(
+        tmp_path, inventory, host, variable, wheelhouse):
+    # make demo builds .cache/wheelhouse in the clone; run by hand (playbooks/rollback.yml, or
+    # from another directory) the inventory still finds it: not through playbook_dir.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_DEPLOY_")}
+    env.update(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
+    proc = subprocess.run(
+        ["ansible", host, "-i", str(ROOT / "inventory" / inventory), "-c", "local",
+         "-m", "ansible.builtin.debug", "-a", f"var={variable}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=True, timeout=300)
+    answer = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"][host]
+    assert answer[variable] == str(ROOT / ".cache" / wheelhouse)
