@@ -199,3 +199,21 @@ def test_each_task_file_starts_with_what_it_does_and_the_facts_it_reads_and_sets
             assert said, (path, header)
             listed = [[] if part == "no internal fact" else part.split(", ") for part in said.groups()]
             assert listed == [reads, sets], (path.name, header, reads, sets)
+
+
+def test_every_spec_default_is_the_roles_default():
+    """An option's default is said once, in defaults/main.yml: the argument spec (what
+    ansible-doc shows and the validation applies) must say the same value, not a sketch of it."""
+    for role in sorted((ROOT / "roles").iterdir()):
+        spec = role / "meta" / "argument_specs.yml"
+        if not spec.exists():
+            continue
+        defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text(encoding="utf-8"))
+        for entry, body in yaml.safe_load(spec.read_text(encoding="utf-8"))["argument_specs"].items():
+            for name, option in (body.get("options") or {}).items():
+                if "default" not in option:
+                    continue
+                where = f"{role.name} {entry}: {name}"
+                assert name in defaults, f"{where} has a spec default but none in defaults/main.yml"
+                assert option["default"] == defaults[name], \
+                    f"{where}: spec default {option['default']!r}, defaults/main.yml {defaults[name]!r}"
