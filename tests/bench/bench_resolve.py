@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: what SGLang's resolution costs against importing it. Alternates, `--runs` times
 (median printed): `import sglang.srt.server_args` in the 0.5.23 env (the floor: SGLang cannot
-answer faster than it imports), the preflight what-if (sglang_resolve of the reference profile
+answer faster than it imports; also with TORCHDYNAMO_DISABLE=1, as the probe runs), the preflight what-if (sglang_resolve of the reference profile
 in that env: one resolution, then the loader's file selection) and the upgrade what-if (the
 same in the 0.5.15 and 0.5.23 envs at once, as upgrade.yml asks them). Prints the
 seconds and the ratios to the import. Needs the full envs (scripts/build-sglang-venv.sh, as
@@ -10,6 +10,7 @@ seconds and the ratios to the import. Needs the full envs (scripts/build-sglang-
 
 import argparse
 import concurrent.futures
+import os
 import statistics
 import subprocess
 import sys
@@ -54,10 +55,15 @@ def main():
         for name, secs in (out.get("phases_s") or {}).items():
             phases.setdefault(f"{venv.name.split('-')[0]} {name}", []).append(secs)
 
+    def import_(**env):
+        subprocess.run([str(new / "bin" / "python"), "-c", "import sglang.srt.server_args"],
+                       check=True, capture_output=True, env={**os.environ, **env})
+
     steps = {
-        "import sglang.srt.server_args": lambda: subprocess.run(
-            [str(new / "bin" / "python"), "-c", "import sglang.srt.server_args"], check=True,
-            capture_output=True),
+        "import sglang.srt.server_args": import_,
+        # The probe's environment (sglang_probe.probe): torch.compile decorators left as they
+        # are. The floor for a resolution asked as the probe asks it.
+        "the same import, TORCHDYNAMO_DISABLE=1": lambda: import_(TORCHDYNAMO_DISABLE="1"),
         "preflight what-if (0.5.23)": lambda: ask(new),
         "upgrade what-if (0.5.15 and 0.5.23)": lambda: both(ask, old, new),
     }
@@ -66,10 +72,11 @@ def main():
         for name, call in steps.items():
             seconds[name].append(timed(call))
     base = statistics.median(seconds["import sglang.srt.server_args"])
+    probe_base = statistics.median(seconds["the same import, TORCHDYNAMO_DISABLE=1"])
     for name, runs in seconds.items():
         median = statistics.median(runs)
         print(f"{name:40s} median {median:6.1f} s  ({', '.join(f'{s:.1f}' for s in runs)})  "
-              f"{median / base:.2f}x the import")
+              f"{median / base:.2f}x the import, {median / probe_base:.2f}x as the probe runs it")
     print("where a what-if's seconds go, inside the ml-env's Python (median):")
     for name, runs in phases.items():
         print(f"  {name:30s} {statistics.median(runs):6.1f} s")
