@@ -166,7 +166,7 @@ class Connection(Podman):
         one known has token `gone`; None when it cannot be had (then a podman exec)."""
         os.makedirs(CHANNEL_DIR, mode=0o700, exist_ok=True)
         path = os.path.join(CHANNEL_DIR, self._container_id.replace("/", "_") + ".json")
-        with open(path + ".lock", "a", encoding="utf-8") as lock:
+        with os.fdopen(os.open(path + ".lock", os.O_WRONLY | os.O_CREAT, 0o600), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one start at a time, across forks and runs
             try:
                 with open(path, encoding="utf-8") as handle:
