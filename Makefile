@@ -26,9 +26,13 @@ setup: $(VENV)/.installed
 host-packages:
 	@bash scripts/install-host-packages.sh
 
+# uv (its pin from requirements.txt) installs the set: 45 s here against pip's 100 s, bytecode
+# compiled (the tools' .pyc are never written later: PYTHONDONTWRITEBYTECODE); its cache is
+# ~/.cache/uv, outside the clone.
 $(VENV)/.installed: requirements.txt
 	python3 -m venv $(VENV)
-	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
+	$(PY) -m pip install --disable-pip-version-check -q "$$(grep -m1 '^uv==' requirements.txt)"
+	$(VENV)/bin/uv pip install --python $(PY) --compile-bytecode -q -r requirements.txt
 	touch $@
 
 # The Debian 12 systemd image of the molecule hosts and the demo (podman; rebuilt only when
