@@ -25,9 +25,10 @@ if [[ ! -s "$key" ]]; then
 fi
 
 # Longest first, so that the lanes end together (seconds beside the other steps of make test on
-# two cores, two lanes: rollback 1785, fleet 1388, real 976, tune 783, preflight 728, default
-# 455): lanes of rollback+tune+default and fleet+real+preflight. Three lanes were slower on two
-# cores (3389 s against 3220: rollback alone took 2973 s beside them). Scenarios not listed go last.
+# two cores, two lanes, fresh-clone .ci/run of 39 min: rollback 1368, fleet 1187, real 663, tune
+# 544, preflight 416, default 271; molecule 2266 s): the lanes take the next scenario as one
+# ends. Three lanes were slower on two cores (3389 s against 3220 before the test connection's
+# channel: rollback alone took 2973 s beside them). Scenarios not listed go last.
 order=(rollback fleet real tune preflight default)
 mapfile -t all < <(find molecule -mindepth 2 -maxdepth 2 -name molecule.yml | cut -d/ -f2 | sort)
 scenarios=()
