@@ -11,10 +11,9 @@ the container's address and answering only requests that carry the token it was 
 (kept on the controller, 0600). A `podman exec` costs about 0.25 s here (podman, conmon, runc);
 a request on the channel a few milliseconds. Where the channel cannot be had (another user, no
 route to the container) or PODMAN_PIPELINED_CHANNEL=off, each module takes one
-`podman exec -i`. The container is
-mounted only when a file is copied. The tests then time what users would see, and the
-scenarios run faster. Test tooling only: .config/molecule/config.yml names it, the collection
-does not ship it.
+`podman exec -i`. The container is mounted only when a file is copied. The tests then time
+what users would see, and the scenarios run faster. Test tooling only:
+.config/molecule/config.yml names it, the collection does not ship it.
 """
 
 from __future__ import annotations
@@ -85,7 +84,7 @@ CHANNEL_START_S = 120
 # token, the argv and the length of stdin, then stdin), one answer (a JSON line with the exit
 # code and the lengths, then stdout and stderr). A channel started before it is ended first.
 SERVER = r"""
-import hmac, json, os, signal, socket, socketserver, subprocess, sys, time
+import hmac, json, os, signal, socketserver, subprocess, time
 TOKEN = os.environ.pop("PODMAN_CHANNEL_TOKEN").encode()
 PIDFILE = "/run/podman-channel.pid"
 try:
