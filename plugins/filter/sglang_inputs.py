@@ -2,7 +2,8 @@
 
 `sglang_host_inputs` judges the rendered arguments against read-only facts gathered before
 the lock, the install and the release: GPUs for the tensor-parallel size, the model
-directory and its config.json, the port. Each failure names the variable and the fix.
+directory and its config.json (who holds the port and the GPUs: the sglang_free module).
+Each failure names the variable and the fix.
 Unit-tested in tests/unit/test_sglang_inputs.py.
 """
 
@@ -54,37 +55,14 @@ def _model(facts, args):
     return []
 
 
-def _port(facts, service):
-    port = facts.get("port") or {}
-    if not port.get("listening"):
-        return []
-    others = [h for h in port.get("holders") or [] if h.get("unit") != f"{service}.service"]
-    if _held_by_this_service(port, others, facts.get("service") or {}):
-        return []
-    who = "; ".join(f"pid {h['pid']} ({h.get('command') or '?'}"
-                    + (f", {h['unit']}" if h.get("unit") else "") + ")" for h in others)
-    return [f"sglang_port: {port['port']} is already held by "
-            f"{who or 'a process of uid ' + ','.join(map(str, port.get('uids') or ['?']))}"
-            "; choose another sglang_port or stop it"]
-
-
-def _held_by_this_service(port, others, unit):
-    if port.get("holders") and not others:
-        return True  # this service, on a re-run
-    # Holders unreadable (no CAP_SYS_PTRACE): a socket of the running service's user, on
-    # a port nobody else can hold while it runs, is taken to be this service's.
-    return not port.get("holders") and bool(unit.get("active")) \
-        and port.get("uids") == [unit.get("uid")]
-
-
-def sglang_host_inputs(facts, args, env=None, service="sglang", fetching=False):
+def sglang_host_inputs(facts, args, env=None, fetching=False):
     """{ok, failures}: what the host says against the rendered arguments. A checkpoint the
     deploy fetches (`fetching`) is not there yet: the fetch checks it once it is."""
     if not isinstance(facts, dict) or not isinstance(args, dict):
         raise AnsibleFilterError("sglang_host_inputs: facts and args must be mappings")
     env = dict(env or {})
     model = [] if fetching else _model(facts, args)
-    failures = _gpus(facts, args, env) + model + _port(facts, service)
+    failures = _gpus(facts, args, env) + model
     return {"ok": not failures, "failures": failures}
 
 

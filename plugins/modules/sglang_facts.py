@@ -33,12 +33,6 @@ options:
     description: Hub revision for a hub id (default C(main)).
     type: str
     default: ''
-  port:
-    description: TCP port whose listeners (pid, command, systemd unit) are reported.
-    type: int
-  service:
-    description: systemd service whose state and user are reported (with C(port)).
-    type: str
   env:
     description: Environment the release runs with (its env file).
     type: dict
@@ -49,8 +43,7 @@ options:
     default: nvidia-smi
 notes:
   - Not a builtin because of fewer round trips and no equivalent; one call reads what would
-    take a dozen tasks (stat, slurp of config.json, three nvidia-smi runs, systemctl show,
-    the port's holders in /proc), and no builtin reads the installed SGLang's sources with
+    take a dozen tasks (stat, slurp of config.json, three nvidia-smi runs), and no builtin reads the installed SGLang's sources with
     C(ast).
 author:
   - sglang-deploy maintainers (@sglang-deploy)
@@ -61,8 +54,6 @@ EXAMPLES = r"""
   sglang.deploy.sglang_facts:
     venv: /opt/ml-env
     model_path: /srv/models/Qwen3.6-27B
-    port: 30000
-    service: sglang
   register: host_facts
 """
 
@@ -168,44 +159,6 @@ gpus:
       description: Why no GPU was read, if none.
       type: str
       returned: always
-port:
-  description: port, listening, uids, holders [{pid, command, unit}].
-  type: dict
-  returned: always
-  contains:
-    port:
-      description: The port.
-      type: int
-      returned: always
-    listening:
-      description: Whether something listens on it.
-      type: bool
-      returned: always
-    uids:
-      description: Uids of the listeners.
-      type: list
-      returned: always
-    holders:
-      description: 'The listeners: [{pid, command, unit}].'
-      type: list
-      returned: always
-service:
-  description: name, active, uid of the service.
-  type: dict
-  returned: always
-  contains:
-    name:
-      description: The unit.
-      type: str
-      returned: always
-    active:
-      description: Its ActiveState.
-      type: str
-      returned: always
-    uid:
-      description: Uid of its User=, or null.
-      type: int
-      returned: always
 env:
   description: NCCL_*/SGLANG_*/CUDA_* of the release.
   type: dict
@@ -223,7 +176,6 @@ elapsed_s:
 import json
 import os
 import pathlib
-import pwd
 import shutil
 import subprocess
 import time
@@ -233,7 +185,6 @@ from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpus import m
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import read_text
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_source import (
     blacklist_facts, custom_all_reduce_rules, find_package)
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import show
 
 ENV_PREFIXES = ("NCCL_", "SGLANG_", "CUDA_", "TORCH_NCCL_")
 # A checkpoint's config.json is kilobytes (a few hundred for the largest); a hub ref is a sha.
@@ -339,76 +290,6 @@ def gpu_facts(nvidia_smi="nvidia-smi"):
             "topology_text": topo or None, "p2p_text": p2p or None, "reason": None}
 
 
-def _listening_inodes(port, proc="/proc"):
-    """{socket inode: owner uid} of the sockets listening on TCP `port` (IPv4 and IPv6)."""
-    inodes = {}
-    for table in ("tcp", "tcp6"):
-        try:
-            with open(os.path.join(proc, "net", table), encoding="ascii") as handle:
-                next(handle, None)
-                for line in handle:
-                    fields = line.split()
-                    if len(fields) > 9 and fields[3] == "0A" and \
-                            int(fields[1].rsplit(":", 1)[1], 16) == port:
-                        inodes[fields[9]] = int(fields[7])
-        except OSError:
-            continue
-    return inodes
-
-
-def _unit_of(pid, proc="/proc"):
-    """The systemd service a process belongs to, from its cgroup path."""
-    try:
-        with open(os.path.join(proc, str(pid), "cgroup"), encoding="utf-8") as handle:
-            for part in reversed(handle.read().replace("\n", "/").split("/")):
-                if part.endswith(".service"):
-                    return part
-    except OSError:
-        pass
-    return None
-
-
-def service_facts(unit):
-    """{name, active, uid} of a systemd service (uid of its User=, root when unset)."""
-    out = {"name": unit, "active": False, "uid": None}
-    if not unit or not shutil.which("systemctl"):
-        return out
-    props, error = show(unit, ["ActiveState", "User"])
-    out["active"] = not error and props.get("ActiveState") == "active"
-    try:
-        out["uid"] = pwd.getpwnam(props.get("User") or "root").pw_uid
-    except KeyError:
-        pass
-    return out
-
-
-def port_facts(port, proc="/proc"):
-    """Who listens on `port`: {port, listening, uids, holders: [{pid, command, unit}]}.
-
-    Holders are found through /proc/PID/fd, which root can read only for its own processes
-    where it lacks CAP_SYS_PTRACE (containers): `uids` are the sockets' owners, always known.
-    """
-    if not port:
-        return {"port": None, "listening": False, "uids": [], "holders": []}
-    inodes = _listening_inodes(port, proc)
-    holders = []
-    if inodes:
-        targets = {f"socket:[{inode}]" for inode in inodes}
-        for pid in filter(str.isdigit, os.listdir(proc)):
-            fd_dir = os.path.join(proc, pid, "fd")
-            try:
-                if not any(os.readlink(os.path.join(fd_dir, fd)) in targets
-                           for fd in os.listdir(fd_dir)):
-                    continue
-                with open(os.path.join(proc, pid, "cmdline"), "rb") as handle:
-                    command = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
-            except OSError:
-                continue
-            holders.append({"pid": int(pid), "command": command[:200], "unit": _unit_of(pid, proc)})
-    return {"port": port, "listening": bool(inodes), "uids": sorted(set(inodes.values())),
-            "holders": holders}
-
-
 def read_nccl_conf(path="/etc/nccl.conf"):
     conf = {}
     try:
@@ -442,8 +323,6 @@ def collect(params):
         "gpus": gpu_facts(params.get("nvidia_smi") or "nvidia-smi"),
         "env": env,
         "nccl_conf": read_nccl_conf(),
-        "port": port_facts(params.get("port")),
-        "service": service_facts(params.get("service")),
         "elapsed_s": round(time.monotonic() - start, 3),
     }
 
@@ -456,8 +335,6 @@ def main():
             "model_revision": {"type": "str", "default": ""},
             "env": {"type": "dict", "default": {}},
             "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
-            "port": {"type": "int"},
-            "service": {"type": "str"},
         },
         supports_check_mode=True,
     )

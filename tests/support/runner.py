@@ -86,7 +86,8 @@ def play(playbook, extravars=None, check=False, diff=False, verbosity=0):
         shutil.rmtree(data, ignore_errors=True)
 
 
-RESTART = "Restart SGLang on the release current points at"
+# The restart begins with the stop (restart.yml: stop, free the port and GPUs, start).
+RESTART = "Stop the release that served"
 READY = "Wait until SGLang generates tokens"
 
 

@@ -3,6 +3,7 @@ pattern): what each returns, changes and refuses. Hostile arguments: test_hostil
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -371,6 +372,22 @@ def test_service_state_names_a_file_that_differs_by_digest(tmp_path):
     result, _ = run("sglang_service_state", {"service": "sglang-none", "files": [
         {**want, "sha256": "0" * 64}]})
     assert f"{unit}: content differs" in result["differences"] and not result["unchanged"]
+
+
+def test_free_names_a_foreign_listener_and_refuses(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        result, code = run("sglang_free", {"service": "sglang-none", "user": "root",
+                                           "base_dir": str(tmp_path), "port": port,
+                                           "nvidia_smi": "/nonexistent/nvidia-smi"})
+    assert code == 1 and not result["changed"], result
+    assert result["msg"].startswith(f"Refused before SGLang starts: pid {os.getpid()} ")
+    assert f"port {port}" in result["msg"]
+    result, code = run("sglang_free", {"service": "sglang-none", "user": "root",
+                                       "base_dir": str(tmp_path), "port": port, "state": "free"})
+    assert code == 0 and result["holders"] == [] and result["ended"] == [], result
 
 
 def test_every_module_has_a_main_test():

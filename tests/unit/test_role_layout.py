@@ -111,7 +111,9 @@ def test_list_tasks_shows_the_flow(tmp_path):
                  "Point current at the release and the ml-env link at its env, {{ sglang_venv }}",
                  "Render the release (a new one only when its content differs from current)",
                  "Resolve the release with the installed SGLang, as the unit will run it",
-                 "Install the systemd unit", "Restart SGLang on the release current points at",
+                 "Install the systemd unit",
+                 "End this service's leftovers and wait until their port and GPU memory are released",
+                 "Start SGLang on the release current points at",
                  "Smoke-test throughput (TTFT, TPOT, tok/s, accept length)",
                  "Mark the release good, with its results"):
         assert step in names, step
@@ -123,17 +125,19 @@ def test_tags_preflight_runs_only_read_only_checks(tmp_path):
     assert "Read facts from the host before changing anything" in names
     assert "Resolve the release with the installed SGLang, as the unit will run it" in names
     for step in ("Take the host's deploy lock (one deploy or rollback at a time)",
-                 "Install the systemd unit", "Restart SGLang on the release current points at",
+                 "Install the systemd unit", "Start SGLang on the release current points at",
+                 "End this service's leftovers and wait until their port and GPU memory are released",
                  "Render the release (a new one only when its content differs from current)"):
         assert step not in names, step
     writes = {name: modules.get(name) for name in names
               if name not in ONLY_AFTER_A_RENDER | ONLY_AFTER_A_FAILURE
               and not name.startswith("Validating arguments")
               and not (modules.get(name, set()) <= READ_ONLY)}
-    # sglang_release in check mode or state=info only reads.
+    # sglang_release in check mode or state=info, and sglang_free state=checked, only read.
     writes = {name: mods for name, mods in writes.items() if name not in {
         "Read whether the release would change (content hash and drift against current)",
-        "Read every host's releases"}}
+        "Read every host's releases",
+        "Refuse a port or GPU another process holds (this service's leftovers are ended at the start)"}}
     assert not writes, writes
 
 

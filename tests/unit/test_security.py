@@ -1,6 +1,7 @@
 """API keys out of every answer the role keeps, the unit's sandbox, exposure."""
 
 import json
+import os
 import socket
 
 import pytest
@@ -9,6 +10,7 @@ from support import load_module
 
 from ansible_collections.sglang.deploy.plugins.filter import sglang_preflight as pf
 from ansible_collections.sglang.deploy.plugins.filter import sglang_render as render
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_holders
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import HttpError
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import redact, redact_env_text
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_server import read as read_server
@@ -114,16 +116,15 @@ def test_exposure_row(host, key, status):
         assert not strict["ok"] and any("exposure" in f for f in strict["failures"])
 
 
-def test_port_facts_find_the_listening_process():
-    facts = load_module("sglang_facts")
+def test_port_holders_find_the_listening_process():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        out = facts.port_facts(port)
+        out = sglang_holders.port_holders(port)
         assert out["listening"] is True
-        assert [h["pid"] for h in out["holders"]] == [__import__("os").getpid()]
-    assert facts.port_facts(port)["listening"] is False
+        assert [h["pid"] for h in out["holders"]] == [os.getpid()]
+    assert sglang_holders.port_holders(port)["listening"] is False
 
 
 # --- issue 13: one validator for what lands in a unit or env file ---------------------------

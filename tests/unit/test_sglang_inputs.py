@@ -12,8 +12,8 @@ MODEL = {"source": "local", "config_path": "/srv/m/config.json"}
 ARGS = {"model-path": "/srv/m", "tp-size": 2}
 
 
-def _facts(gpus=GPUS, model=MODEL, port=None):
-    return {"gpus": gpus, "model": model, "port": port or {"port": 30000, "listening": False}}
+def _facts(gpus=GPUS, model=MODEL):
+    return {"gpus": gpus, "model": model}
 
 
 @pytest.mark.parametrize("facts, args, env, words", [
@@ -24,17 +24,9 @@ def _facts(gpus=GPUS, model=MODEL, port=None):
     (_facts(model={"source": None}), ARGS, {}, ["sglang_model_path: '/srv/m' is not a directory"]),
     (_facts(model={"source": "local", "config_path": None}), ARGS, {},
      ["sglang_model_path: /srv/m has no config.json"]),
-    (_facts(port={"port": 30000, "listening": True,
-                  "holders": [{"pid": 42, "command": "python3 -m http.server", "unit": None}]}),
-     ARGS, {}, ["sglang_port: 30000 is already held by pid 42 (python3 -m http.server)",
-                "choose another sglang_port"]),
-    (_facts(port={"port": 30000, "listening": True, "uids": [0], "holders": []}), ARGS, {},
-     ["held by a process of uid 0"]),
-    ({**_facts(port={"port": 30000, "listening": True, "uids": [0], "holders": []}),
-      "service": {"active": True, "uid": 999}}, ARGS, {}, ["held by a process of uid 0"]),
 ])
 def test_refused(facts, args, env, words):
-    verdict = sglang_host_inputs(facts, args, env, "sglang")
+    verdict = sglang_host_inputs(facts, args, env)
     assert not verdict["ok"]
     text = " ".join(verdict["failures"])
     for word in words:
@@ -45,32 +37,28 @@ def test_refused(facts, args, env, words):
     (_facts(), ARGS),
     (_facts(gpus={"present": False}), {**ARGS, "tp-size": 8}),  # preflight reports no GPU
     (_facts(model={"source": None}), {**ARGS, "model-path": "Qwen/Qwen3.6-27B"}),  # hub id
-    (_facts(port={"port": 30000, "listening": True,
-                  "holders": [{"pid": 9, "command": "python", "unit": "sglang.service"}]}), ARGS),
-    ({**_facts(port={"port": 30000, "listening": True, "uids": [999], "holders": []}),
-      "service": {"active": True, "uid": 999}}, ARGS),  # holders unreadable: the service's user
 ])
 def test_accepted(facts, args):
-    assert sglang_host_inputs(facts, args, {}, "sglang") == {"ok": True, "failures": []}
+    assert sglang_host_inputs(facts, args, {}) == {"ok": True, "failures": []}
 
 
 def test_one_model_over_two_nodes_counts_this_nodes_gpus():
     args = {**ARGS, "tp-size": 4, "nnodes": 2, "node-rank": 1}
-    assert sglang_host_inputs(_facts(), args, {}, "sglang")["ok"]
-    verdict = sglang_host_inputs(_facts(), {**args, "tp-size": 8}, {}, "sglang")
+    assert sglang_host_inputs(_facts(), args, {})["ok"]
+    verdict = sglang_host_inputs(_facts(), {**args, "tp-size": 8}, {})
     assert verdict["failures"] == [
         "tp-size: 8 needs 4 GPUs on each of its 2 nodes and this host shows 2 "
         "(CUDA_VISIBLE_DEVICES=unset); lower tp-size in sglang_server_args or deploy to a host "
         "with more GPUs"]
     with pytest.raises(Exception, match="tp-size 3 is not a multiple of nnodes 2"):
-        sglang_host_inputs(_facts(), {**args, "tp-size": 3}, {}, "sglang")
+        sglang_host_inputs(_facts(), {**args, "tp-size": 3}, {})
 
 
 @pytest.mark.parametrize("archs", ["Qwen3NextForCausalLM", 5, [1], {"a": "b"}])
 def test_architectures_that_are_not_a_list_of_names_are_refused_before_any_change(archs):
     facts = {"model": {"source": "local", "config_path": "/m/config.json", "architectures": archs},
              "gpus": {"present": False}}
-    out = sglang_host_inputs(facts, {"model-path": "/m", "tp-size": 1}, {}, "sglang")
+    out = sglang_host_inputs(facts, {"model-path": "/m", "tp-size": 1}, {})
     assert not out["ok"]
     assert any("/m/config.json has architectures" in f for f in out["failures"])
 

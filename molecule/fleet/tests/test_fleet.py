@@ -69,7 +69,7 @@ def reports(events):
 def restarts(events):
     """Hosts in the order their SGLang restarted."""
     return [e["event_data"]["host"] for e in events if e["event"] == "runner_on_ok"
-            and e["event_data"].get("task") == "Restart SGLang on the release current points at"
+            and e["event_data"].get("task") == "Start SGLang on the release current points at"
             and e["event_data"]["res"].get("changed")]
 
 
@@ -212,9 +212,9 @@ def test_one_model_over_two_nodes_renders_ranks_and_restarts_rank_0_first(two_no
         assert "NCCL_SOCKET_IFNAME" in diffs[name]  # the host's NCCL variables, in sglang.env
     order = [(e["event_data"]["host"], e["event_data"]["task"]) for e in out["events"]
              if e["event"] == "runner_on_ok" and e["event_data"]["res"].get("changed")
-             and e["event_data"].get("task", "").startswith("Restart")]
-    assert order == [(CANARY, "Restart SGLang on the release current points at"),
-                     (OTHER, "Restart the other ranks once rank 0 started")]
+             and e["event_data"].get("task", "").startswith("Start")]
+    assert order == [(CANARY, "Start SGLang on the release current points at"),
+                     (OTHER, "Start the other ranks once rank 0 started")]
     # Check mode changed nothing: both replicas still serve what they served.
     assert two_nodes["workers"] == {f"http://{name}:30000": True for name in REPLICAS}
 
