@@ -50,6 +50,14 @@ def show(unit, properties, timeout=COMMAND_TIMEOUT):
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line), error
 
 
+def stop_no_block(unit):
+    """Ask systemd to stop `unit` and return at once (error text or None): the caller watches
+    the stop (its drain) and bounds it."""
+    if unit_name_error(unit):
+        return unit_name_error(unit)
+    return _run(["systemctl", "stop", "--no-block", "--", unit])[1]
+
+
 def unit_state(unit, timeout=COMMAND_TIMEOUT):
     """Return {ActiveState, SubState, Result, NRestarts} of a unit (and `error` if unreadable)."""
     state, error = show(unit, ["ActiveState", "SubState", "Result", "NRestarts"], timeout)

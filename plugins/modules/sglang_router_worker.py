@@ -87,6 +87,7 @@ import urllib.parse
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import AuthError, HttpError, request
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_server import requests_in_flight
 
 
 class RouterError(Exception):
@@ -117,27 +118,6 @@ def _wait(what, check, timeout):
         if time.monotonic() > deadline:
             raise RouterError(f"{what}: not after {timeout:g} s ({last})")
         time.sleep(1.0)
-
-
-def running_requests(worker):
-    """Sum of the worker's sglang:num_running_reqs gauges (its /metrics needs no key)."""
-    try:
-        status, text = request(worker + "/metrics", timeout=10)
-    except AuthError:
-        return None  # metrics behind a key: the drain cannot be watched
-    if status != 200 or not isinstance(text, str):
-        return None
-    total = None
-    for line in text.splitlines():
-        if line.startswith(("sglang:num_running_reqs", "sglang_num_running_reqs")):
-            try:
-                value = float(line.rsplit(" ", 1)[1])
-            except (IndexError, ValueError):
-                continue
-            if not math.isfinite(value) or value < 0:
-                return None  # a gauge of nan or inf: the drain cannot be watched
-            total = (total or 0) + value
-    return total
 
 
 def present(router, worker, api_key, timeout, check_mode):
@@ -173,7 +153,7 @@ def absent(router, worker, api_key, timeout, drain_timeout, check_mode):
           timeout)
 
     def idle():
-        running = running_requests(worker)
+        running = requests_in_flight(worker)
         return running in (0, None) or f"{running:g} requests running"
 
     drained = True

@@ -552,12 +552,12 @@ def test_router_worker_without_a_usable_id_is_refused(worker_id):
     assert result.get("failed") and "without an id" in result["msg"], result
 
 
-def test_router_worker_drain_with_a_gauge_of_nan_is_unknown_not_endless():
-    module = load_module("sglang_router_worker")
+def test_a_drain_over_a_gauge_of_nan_is_unknown_not_endless():
+    from ansible_collections.sglang.deploy.plugins.module_utils.sglang_server import requests_in_flight
     with serve(reply(200, b"sglang:num_running_reqs{x=\"1\"} NaN\n")) as url:
-        assert module.running_requests(url) is None
+        assert requests_in_flight(url) is None
     with serve(reply(200, b"sglang:num_running_reqs 2\nsglang:num_running_reqs 1.5\n")) as url:
-        assert module.running_requests(url) == 3.5
+        assert requests_in_flight(url) == 3.5
 
 
 def _progress_action():

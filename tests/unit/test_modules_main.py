@@ -390,6 +390,13 @@ def test_free_names_a_foreign_listener_and_refuses(tmp_path):
     assert code == 0 and result["holders"] == [] and result["ended"] == [], result
 
 
+def test_stop_leaves_a_unit_that_does_not_run(tmp_path, monkeypatch):
+    fake_bin(tmp_path, monkeypatch, systemctl='echo "ActiveState=inactive"')
+    result, code = run("sglang_stop", {"service": "sglang-none", "url": f"http://127.0.0.1:{free_port()}"})
+    assert code == 0 and not result["changed"], result
+    assert result["summary"] == "sglang-none.service was not running: nothing to drain"
+
+
 def test_every_module_has_a_main_test():
     """A module added without a main() test in this file fails here."""
     source = Path(__file__).read_text(encoding="utf-8")

@@ -1,7 +1,10 @@
 """The stand-in must be exact where benchmarks measure it, and shaped like real SGLang."""
 
 import json
+import re
+import signal
 import urllib.request
+from pathlib import Path
 
 import pytest
 from sglang_standin import args as argmod
@@ -96,3 +99,52 @@ def test_the_performance_model_sets_the_speed_from_the_arguments():
     # One user alone: the modelled TTFT, then tokens at the modelled speed.
     assert events[0][0] == perf.ttft_ms(0) / 1000.0
     assert (events[-1][0] - events[0][0]) == pytest.approx(63 / perf.tok_s_per_user(args, 0))
+
+
+def test_sigterm_drains_like_sglang_health_503_requests_finish_then_exit(tmp_path):
+    """SGLang 0.5.23 on SIGTERM (tokenizer_manager.py sigterm_handler/sigterm_watchdog):
+    /health 503, the requests it holds finish, then it exits 0."""
+    import os
+    import subprocess
+    import sys
+    import threading
+    import time
+    import urllib.error
+
+    from support import free_port
+    port = free_port()
+    env = dict(os.environ, SGLANG_STANDIN_TOK_S="20", SGLANG_STANDIN_TTFT_MS="50",
+               PYTHONPATH=str(Path(__file__).resolve().parents[1] / "standin"))
+    server = subprocess.Popen([sys.executable, "-m", "sglang_standin", "--model-path", "/m",
+                               "--port", str(port)], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in server.stderr:  # waits on progress: the line that says it serves
+            if "serving" in line:
+                break
+        url = f"http://127.0.0.1:{port}"
+        answers = []
+
+        def long_request():
+            body = json.dumps({"prompt": "hi", "max_tokens": 40}).encode()
+            req = urllib.request.Request(url + "/v1/completions", body,
+                                         {"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                answers.append(json.loads(resp.read())["usage"]["completion_tokens"])
+
+        client = threading.Thread(target=long_request)
+        client.start()
+        running = re.compile(r"^sglang:num_running_reqs\{[^}]*\} 1$", re.M)
+        while not running.search(urllib.request.urlopen(url + "/metrics").read().decode()):
+            time.sleep(0.05)  # until the request is in flight (40 tokens at 20 tok/s: 2 s)
+        server.send_signal(signal.SIGTERM)
+        with pytest.raises(urllib.error.HTTPError) as health:
+            while True:
+                urllib.request.urlopen(url + "/health", timeout=5)
+                time.sleep(0.05)
+        assert health.value.code == 503
+        client.join(timeout=60)
+        assert answers == [40]  # finished, not cut
+        assert server.wait(timeout=60) == 0
+    finally:
+        server.kill()
+        server.wait()

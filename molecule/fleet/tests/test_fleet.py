@@ -210,9 +210,13 @@ def test_one_model_over_two_nodes_renders_ranks_and_restarts_rank_0_first(two_no
         assert "nnodes: 2" in diffs[name] and f"node-rank: {rank}" in diffs[name]
         assert "dist-init-addr: sglang-replica-a:50000" in diffs[name]
         assert "NCCL_SOCKET_IFNAME" in diffs[name]  # the host's NCCL variables, in sglang.env
+    # Check mode: both ranks would stop (and drain); then rank 0 starts first, then the other.
+    stops = {e["event_data"]["host"] for e in out["events"] if e["event"] == "runner_on_ok"
+             and e["event_data"].get("task", "").startswith("Stop the release that served")
+             and e["event_data"]["res"].get("changed")}
+    assert stops == set(REPLICAS)
     order = [(e["event_data"]["host"], e["event_data"]["task"]) for e in out["events"]
-             if e["event"] == "runner_on_ok" and e["event_data"]["res"].get("changed")
-             and e["event_data"].get("task", "").startswith("Start")]
+             if e["event"] == "runner_on_ok" and e["event_data"].get("task", "").startswith("Start")]
     assert order == [(CANARY, "Start SGLang on the release current points at"),
                      (OTHER, "Start the other ranks once rank 0 started")]
     # Check mode changed nothing: both replicas still serve what they served.

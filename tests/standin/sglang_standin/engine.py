@@ -77,6 +77,7 @@ class Engine:
         self.lock = threading.Lock()
         self.requests = 0
         self.running = 0
+        self.draining = False  # SIGTERM received: finishing what runs (server.py)
         self.prompt_tokens = 0
         self.generation_tokens = 0
         self.decode_steps = 0

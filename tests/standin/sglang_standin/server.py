@@ -3,7 +3,9 @@
 import hmac
 import json
 import os
+import signal
 import sys
+import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -56,7 +58,8 @@ class Handler(BaseHTTPRequestHandler):
             return
         engine = self.engine
         if path in ("/health", "/health_generate"):
-            self._send(200, b"")
+            # SGLang answers 503 once SIGTERM started its drain (tokenizer_manager.gracefully_exit).
+            self._send(503 if engine.draining else 200, b"")
         elif path in ("/model_info", "/get_model_info"):
             self._json(200, engine.model_info())
         elif path in ("/server_info", "/get_server_info"):
@@ -208,6 +211,35 @@ def announce(engine):
                          else "standin: Capture target prefill CUDA graph begin.\n")
 
 
+def drain_on_sigterm(engine, httpd):
+    """As SGLang 0.5.23 does on SIGTERM (sglang/srt/managers/tokenizer_manager.py,
+    sigterm_handler and sigterm_watchdog): /health answers 503, requests keep being served
+    (new ones too: SGLang does not refuse them), and the server exits once none runs."""
+    def watchdog():
+        last = None
+        while True:
+            with engine.lock:
+                running = engine.running
+            if running == 0:
+                break
+            if running != last:
+                sys.stderr.write(f"standin: Gracefully exiting... Remaining number of requests "
+                                 f"{running}.\n")
+                sys.stderr.flush()
+                last = running
+            time.sleep(0.1)
+        sys.stderr.write("standin: drained, exiting\n")
+        sys.stderr.flush()
+        httpd.shutdown()
+
+    def handler(signum, frame):  # noqa: ARG001 - signal handler signature
+        if not engine.draining:
+            engine.draining = True
+            threading.Thread(target=watchdog, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def serve(engine):
     announce(engine)
     host = str(engine.args.get("host", "127.0.0.1"))
@@ -215,6 +247,11 @@ def serve(engine):
     Handler.engine = engine
     httpd = ThreadingHTTPServer((host, port), Handler)
     httpd.daemon_threads = True
+    drain_on_sigterm(engine, httpd)
     sys.stderr.write(f"standin: serving {engine.served_model_name} on http://{host}:{port}\n")
     sys.stderr.flush()
     httpd.serve_forever()
+    # A request accepted as the drain ended: no new one comes now, let it finish (systemd's
+    # TimeoutStopSec bounds this, as it bounds SGLang's own drain).
+    while engine.running:
+        time.sleep(0.05)
