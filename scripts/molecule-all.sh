@@ -25,8 +25,8 @@ if [[ ! -s "$key" ]]; then
 fi
 
 # Longest first, so that the lanes end together (seconds beside the other steps of make test on
-# two cores, two lanes, fresh-clone .ci/run of 39 min: rollback 1368, fleet 1187, real 663, tune
-# 544, preflight 416, default 271; molecule 2266 s): the lanes take the next scenario as one
+# two cores, two lanes, fresh-clone .ci/run of 41 min: rollback 1419, fleet 1233, real 623, tune
+# 563, preflight 339, default 376; molecule 2358 s): the lanes take the next scenario as one
 # ends. Three lanes were slower on two cores (3389 s against 3220 before the test connection's
 # channel: rollback alone took 2973 s beside them). Scenarios not listed go last.
 order=(rollback fleet real tune preflight default)
