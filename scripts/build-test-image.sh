@@ -7,7 +7,9 @@ set -euo pipefail
 image="${SGLANG_TEST_IMAGE:-localhost/sglang-deploy-host:bookworm}"
 # dbus: systemd-run (preflight's sandboxed resolution) talks to systemd over the bus, as on
 # any server install.
-packages=systemd,systemd-sysv,dbus,python3,python3-venv,python3-pip,sudo,iproute2,procps,ca-certificates,curl
+# prometheus (with promtool) and prometheus-node-exporter: the monitoring pack's real readers
+# (molecule default); installed disabled, a scenario starts them.
+packages=systemd,systemd-sysv,dbus,python3,python3-venv,python3-pip,sudo,iproute2,procps,ca-certificates,curl,prometheus,prometheus-node-exporter
 # The image is rebuilt when what it holds changes (the label carries this script's hash).
 recipe=$(sha256sum "$0" | cut -c1-12)
 
@@ -41,8 +43,11 @@ if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
   chroot "$rootfs" update-ca-certificates >/dev/null
 fi
 
-# A container has no consoles to log in on.
+# A container has no consoles to log in on; Prometheus and node_exporter start only where a
+# scenario asks for them.
 rm -f "$rootfs"/etc/systemd/system/getty.target.wants/* || true
+rm -f "$rootfs"/etc/systemd/system/multi-user.target.wants/prometheus*.service \
+  "$rootfs"/etc/systemd/system/timers.target.wants/prometheus-node-exporter-* || true
 apt_clean_dirs=("$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*_Packages)
 rm -f "${apt_clean_dirs[@]}" || true
 

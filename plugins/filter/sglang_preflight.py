@@ -11,7 +11,8 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_effective import effective_backend, sglang_effective
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_effective import effective_backend
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_effective import sglang_effective
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_expect import check_expect, speculative_diffs
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpus import check_gpus
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors

@@ -93,8 +93,11 @@ def sglang_profile_check(profile, name="sglang_profile"):
 
 
 def sglang_server_config(profile, overrides=None, model_path="", model_revision="",
-                         host="127.0.0.1", port=30000):
-    """Return the server arguments for the release's config.yaml, dashed and ordered."""
+                         host="127.0.0.1", port=30000, metrics=False):
+    """Return the server arguments for the release's config.yaml, dashed and ordered.
+
+    `metrics` (sglang_enable_metrics) adds `enable-metrics: true` when neither the profile nor
+    the overrides name it (they win, `null` included)."""
     sglang_profile_check(profile)
     overrides = overrides or {}
     if not isinstance(overrides, dict):
@@ -111,6 +114,7 @@ def sglang_server_config(profile, overrides=None, model_path="", model_revision=
     merged["host"] = plain(host)
     merged["port"] = port
 
+    named = set()
     for where, source in (("sglang_profile.args", profile.get("args") or {}),
                           ("sglang_server_args", overrides)):
         seen = {}
@@ -122,11 +126,14 @@ def sglang_server_config(profile, overrides=None, model_path="", model_revision=
                     f"'--{flag}'; keep one"
                 )
             seen[flag] = raw_name
+            named.add(flag)
             if value is None:
                 merged.pop(flag, None)
             else:
                 merged[flag] = _scalar(value, where, flag)
 
+    if metrics and "enable-metrics" not in named:
+        merged["enable-metrics"] = True
     _check_speculative(merged)
     return merged
 

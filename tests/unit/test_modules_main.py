@@ -397,6 +397,17 @@ def test_stop_leaves_a_unit_that_does_not_run(tmp_path, monkeypatch):
     assert result["summary"] == "sglang-none.service was not running: nothing to drain"
 
 
+def test_drift_without_a_release_publishes_unknown_and_warns(tmp_path):
+    out = tmp_path / "textfile" / "sglang.prom"
+    out.parent.mkdir()
+    result, code = run("sglang_drift", {
+        "base_dir": str(tmp_path), "url": f"http://127.0.0.1:{free_port()}", "host": "gpu1",
+        "out": str(out), "dir": str(tmp_path / "monitoring")})
+    assert code == 0 and result["changed"] and result["check"]["ok"] is None, result
+    assert "is not a link to a release" in result["summary"]
+    assert 'sglang_drift_check_success{sglang_host="gpu1",release=""} 0' in out.read_text()
+
+
 def test_every_module_has_a_main_test():
     """A module added without a main() test in this file fails here."""
     source = Path(__file__).read_text(encoding="utf-8")

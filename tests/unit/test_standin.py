@@ -3,6 +3,7 @@
 import json
 import re
 import signal
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -148,3 +149,46 @@ def test_sigterm_drains_like_sglang_health_503_requests_finish_then_exit(tmp_pat
     finally:
         server.kill()
         server.wait()
+
+
+def test_the_speed_knob_changes_while_serving_and_metrics_show_tok_s_per_user(standin):
+    """POST /standin/knobs (stand-in only) slows a serving release; the inter-token histogram
+    then shows it as SGLang's does: rate(count) / rate(sum) is tokens per second per stream."""
+    url, _engine = standin(knobs=Knobs(ttft_ms=5, tok_s=400, tokens_per_chunk=2))
+
+    def per_user_after(tokens):
+        before = _itl(url)
+        body = json.dumps({"prompt": "a", "max_tokens": tokens, "stream": True}).encode()
+        req = urllib.request.Request(url + "/v1/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req) as resp:
+            resp.read()
+        after = _itl(url)
+        return (after[1] - before[1]) / (after[0] - before[0])
+
+    fast = per_user_after(41)
+    assert _post(url + "/standin/knobs", {"tok_s": 100}) == {
+        "tok_s": 100.0, "ttft_ms": 5.0, "accept_length": 3.0}
+    slow = per_user_after(41)
+    assert 300 < fast <= 400 * 1.01 and 80 < slow <= 101, (fast, slow)
+    refused = urllib.request.Request(url + "/standin/knobs", data=b'{"crash_after": 1}')
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(refused)
+    assert err.value.code == 400
+
+
+def _itl(url):
+    """(sum, count) of sglang:inter_token_latency_seconds."""
+    with urllib.request.urlopen(url + "/metrics") as resp:
+        text = resp.read().decode()
+    values = {line.split("{")[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith("sglang:inter_token_latency_seconds_")}
+    return values["sglang:inter_token_latency_seconds_sum"], \
+        values["sglang:inter_token_latency_seconds_count"]
+
+
+def _post(url, body):
+    req = urllib.request.Request(url, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req) as resp:
+        return json.loads(resp.read())

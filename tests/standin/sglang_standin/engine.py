@@ -83,6 +83,11 @@ class Engine:
         self.decode_steps = 0
         self.prefill_steps = 0
         self.ttft_observations = []
+        # sglang:inter_token_latency_seconds as SGLang keeps it (metrics_collector.py,
+        # observe_inter_token_latency): the sum grows by each decode interval, the count by the
+        # tokens it brought, so rate(count) / rate(sum) is tokens per second per stream.
+        self.itl_sum = 0.0
+        self.itl_count = 0
         self.model_config = _read_model_config(server_args["model-path"])
         if knobs.perf_model:
             # The speed follows the arguments (tests/standin/sglang_standin/perf.py).
@@ -146,6 +151,8 @@ class Engine:
             "mem_fraction_static": argmod.get(self.args, "mem-fraction-static", None, float),
             "enable_metrics": argmod.get(self.args, "enable-metrics", False, bool),
             "speculative_algorithm": None,
+            # SGLang resolves an unset backend for the GPU; the stand-in names one.
+            "attention_backend": str(self.args.get("attention-backend") or "flashinfer"),
         }
         info.update(self.speculative())
         # Like SGLang's /server_info (build_server_info over resolved_dict()): keys included.
@@ -227,11 +234,30 @@ class Engine:
             with self.lock:
                 self.running -= 1
 
-    def record(self, ttft_s, tokens):
+    def record(self, ttft_s, tokens, decode_s=0.0):
+        """One finished request: its TTFT, tokens and the seconds its decode took."""
         with self.lock:
             self.ttft_observations.append(ttft_s)
             self.generation_tokens += tokens
+            if tokens > 1 and decode_s > 0:
+                self.itl_sum += decode_s
+                self.itl_count += tokens - 1
             self.decode_steps += max(0, -(-(tokens - 1) // self.knobs.tokens_per_chunk))
+
+    def set_knobs(self, changes):
+        """TEST STAND-IN ONLY: change speed knobs of a running server (POST /standin/knobs), so a
+        test can slow a serving release without a restart. Returns the knobs now, or raises
+        ValueError naming what it cannot set."""
+        settable = {"tok_s": float, "ttft_ms": float, "accept_length": float}
+        if not isinstance(changes, dict) or set(changes) - set(settable):
+            raise ValueError(f"settable knobs: {sorted(settable)}")
+        with self.lock:
+            for name, value in changes.items():
+                number = settable[name](value)
+                if number <= 0:
+                    raise ValueError(f"{name} must be above 0")
+                setattr(self.knobs, name, number)
+            return {name: getattr(self.knobs, name) for name in settable}
 
     def decode_batch_line(self):
         """SGLang's periodic scheduler line, as the journal shows it."""
@@ -260,6 +286,10 @@ class Engine:
             f"sglang:generation_tokens_total{{{labels}}} {self.generation_tokens}",
             "# TYPE sglang:num_running_reqs gauge",
             f"sglang:num_running_reqs{{{labels}}} {self.running}",
+            "# TYPE sglang:num_queue_reqs gauge",
+            f"sglang:num_queue_reqs{{{labels}}} 0",
+            "# TYPE sglang:token_usage gauge",
+            f"sglang:token_usage{{{labels}}} {min(1.0, self.running / 64):.4f}",
             "# TYPE sglang:num_requests_total counter",
             f"sglang:num_requests_total{{{labels}}} {self.requests}",
             "# TYPE sglang:cuda_graph_passes_total counter",
@@ -278,6 +308,10 @@ class Engine:
             f'sglang:time_to_first_token_seconds_bucket{{{labels},le="+Inf"}} {count}',
             f"sglang:time_to_first_token_seconds_sum{{{labels}}} {sum(self.ttft_observations)}",
             f"sglang:time_to_first_token_seconds_count{{{labels}}} {count}",
+            "# TYPE sglang:inter_token_latency_seconds histogram",
+            f'sglang:inter_token_latency_seconds_bucket{{{labels},le="+Inf"}} {self.itl_count}',
+            f"sglang:inter_token_latency_seconds_sum{{{labels}}} {self.itl_sum}",
+            f"sglang:inter_token_latency_seconds_count{{{labels}}} {self.itl_count}",
         ]
         return "\n".join(lines) + "\n"
 

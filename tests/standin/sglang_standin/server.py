@@ -89,6 +89,12 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         if not self._authorized(path):
             return
+        if path == "/standin/knobs":
+            try:
+                self._json(200, self.engine.set_knobs(self._body()))
+            except ValueError as exc:
+                self._json(400, {"error": {"message": str(exc)}})
+            return
         if path not in ("/v1/completions", "/v1/chat/completions"):
             self._json(404, {"detail": "Not Found"})
             return
@@ -126,7 +132,8 @@ class Handler(BaseHTTPRequestHandler):
         if not body.get("stream"):
             last_at = max(at for at, _ in engine.schedule(max_tokens))
             _sleep_until(start + last_at)
-            engine.record(engine.knobs.ttft_ms / 1000.0, max_tokens)
+            ttft = engine.knobs.ttft_ms / 1000.0
+            engine.record(ttft, max_tokens, last_at - ttft)
             text = "tok " * max_tokens
             choice = {"index": 0, "finish_reason": "length"}
             if chat:
@@ -177,7 +184,7 @@ class Handler(BaseHTTPRequestHandler):
                          "choices": [], "usage": usage})
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
-        engine.record(first_at or 0.0, max_tokens)
+        engine.record(first_at or 0.0, max_tokens, time.monotonic() - start - (first_at or 0.0))
         sys.stderr.write(engine.decode_batch_line() + "\n")
 
     def _event(self, obj):

@@ -1,0 +1,138 @@
+"""The drift check (module_utils/sglang_drift.py, run by the timer) and its module: the live
+server's resolution against the serving release's record, published for node_exporter; missing
+evidence is `unknown` with the reason, never a clean bill. The server is the stand-in engine."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+from support import free_port, load_module
+
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_drift as drift
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_effective import effective
+
+module = load_module("sglang_drift")
+ARGS = {"speculative-algorithm": "NEXTN", "speculative-num-steps": 3, "tp-size": 2}
+
+
+def released(base, info, release="20261203T120000Z-abc123", status="good"):
+    """A base directory whose current release recorded `info`'s effective view when proven."""
+    path = base / "releases" / release
+    path.mkdir(parents=True)
+    manifest = {"id": release, "status": status}
+    if info is not None:
+        manifest["verification"] = {"effective": effective(info), "ok": True}
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    os.symlink(f"releases/{release}", base / "current")
+    return str(base)
+
+
+def series(text):
+    """{name{labels}: value} of a text exposition, each line checked for the format."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            assert re.fullmatch(r"# (HELP|TYPE) \w+ .+", line), line
+            continue
+        match = re.fullmatch(r'(\w+)(\{(?:\w+="(?:[^"\\]|\\.)*",?)*\})? (\S+)', line)
+        assert match, line
+        out[match.group(1) + (match.group(2) or "")] = float(match.group(3))
+    return out
+
+
+def test_a_server_that_resolves_what_its_release_recorded_has_no_drift(standin, tmp_path):
+    url, engine = standin(**ARGS)
+    base = released(tmp_path, engine.server_info())
+    result = drift.check(base, url)
+    assert result["ok"] is True and result["release"] == "20261203T120000Z-abc123"
+    assert {row["setting"] for row in result["settings"] if row["drift"] is False} == set(drift.SETTINGS)
+    text = drift.prom(result, "gpu1")
+    values = series(text)
+    assert values['sglang_drift_check_success{sglang_host="gpu1",release="20261203T120000Z-abc123"}'] == 1
+    assert values['sglang_drift{sglang_host="gpu1",release="20261203T120000Z-abc123",'
+                  'setting="decode_cuda_graph",recorded="on",live="on"}'] == 0
+    assert ('setting="speculative",recorded="algorithm=EAGLE,eagle_topk=1,num_draft_tokens=4,'
+            'num_steps=3",live="algorithm=EAGLE,eagle_topk=1,num_draft_tokens=4,num_steps=3"} 0') in text
+
+
+def test_a_graph_that_turned_itself_off_is_drift_named_with_both_values(standin, tmp_path):
+    url, engine = standin(**ARGS)
+    base = released(tmp_path, engine.server_info())
+    engine.knobs.resolved = {"cuda_graph_config": {"decode": {"backend": "disabled"},
+                                                   "prefill": {"backend": "disabled"}},
+                             "attention_backend": "triton"}
+    result = drift.check(base, url)
+    assert result["ok"] is False
+    assert result["reason"] == ("drift: decode_cuda_graph, decode_backend, prefill_cuda_graph, "
+                                "prefill_backend, attention_backend")
+    values = series(drift.prom(result, "gpu1"))
+    assert values['sglang_drift{sglang_host="gpu1",release="20261203T120000Z-abc123",'
+                  'setting="attention_backend",recorded="flashinfer",live="triton"}'] == 1
+
+
+def test_a_release_proven_without_a_record_is_unknown_not_clean(standin, tmp_path):
+    url, _engine = standin(**ARGS)
+    result = drift.check(released(tmp_path, None), url)
+    assert result["ok"] is None and result["kind"] == "no_record"
+    assert "recorded no verification (status good)" in result["reason"]
+    values = series(drift.prom(result, "gpu1"))
+    assert values['sglang_drift_check_success{sglang_host="gpu1",release="20261203T120000Z-abc123"}'] == 0
+    assert values['sglang_drift_check_error{sglang_host="gpu1",release="20261203T120000Z-abc123",'
+                  'kind="no_record"}'] == 1
+    assert not any(name.startswith("sglang_drift{") for name in values)
+
+
+def test_no_current_link_and_no_server_are_unknown_with_the_reason(tmp_path):
+    assert drift.check(str(tmp_path), "http://127.0.0.1:1")["kind"] == "no_record"
+    base = released(tmp_path, {"tp_size": 2})
+    down = drift.check(base, f"http://127.0.0.1:{free_port()}", timeout=2)
+    assert down["ok"] is None and down["kind"] == "unreachable"
+
+
+def test_a_server_behind_a_key_is_read_with_the_service_key_file(standin, tmp_path):
+    url, engine = standin(**ARGS, **{"api-key": "k" * 32})
+    base = released(tmp_path, engine.server_info())
+    assert drift.check(base, url)["kind"] == "auth"
+    secrets = tmp_path / "secrets.json"
+    secrets.write_text(json.dumps({"api-key": "k" * 32}))
+    assert drift.check(base, url, str(secrets))["ok"] is True
+
+
+def test_a_setting_the_release_did_not_record_is_not_drift(standin, tmp_path):
+    """A release proven before the record had a setting (attention_backend) says nothing of it."""
+    url, engine = standin(**ARGS)
+    info = dict(engine.server_info())
+    info.pop("attention_backend")
+    result = drift.check(released(tmp_path, info), url)
+    row = next(r for r in result["settings"] if r["setting"] == "attention_backend")
+    assert result["ok"] is True and row == {"setting": "attention_backend", "recorded": None,
+                                            "live": "flashinfer", "drift": None}
+
+
+def test_the_module_installs_the_program_the_timer_runs_and_it_runs_alone(standin, tmp_path):
+    """What the timer runs is the three files the module wrote, with no Ansible on the path."""
+    url, engine = standin(**ARGS)
+    (tmp_path / "base").mkdir()
+    base = released(tmp_path / "base", engine.server_info())
+    params = {"base_dir": base, "url": url, "host": "gpu1", "secrets": "", "timeout": 10,
+              "out": str(tmp_path / "sglang.prom"), "dir": str(tmp_path / "monitoring")}
+    planned = module.run(params, check_mode=True)
+    assert planned["changed"] and not os.path.exists(params["dir"])
+    assert not os.path.exists(params["out"]) and planned["check"]["ok"] is True
+    first = module.run(params, check_mode=False)
+    assert first["changed"] and sorted(os.listdir(params["dir"])) == [
+        "sglang_drift.py", "sglang_effective.py", "sglang_files.py"]
+    assert module.run(params, check_mode=False)["changed"] is False
+    engine.knobs.resolved = {"attention_backend": "triton"}
+    out = tmp_path / "timer.prom"
+    ran = subprocess.run(
+        [sys.executable, "-E", "-s", first["program"], "--base-dir", base, "--url", url,
+         "--host", "gpu1", "--out", str(out)],
+        capture_output=True, text=True, cwd="/", check=False, env={"PATH": "/usr/bin:/bin"})
+    assert ran.returncode == 1, ran.stderr
+    assert "DRIFT: drift: attention_backend" in ran.stdout
+    assert 'setting="attention_backend",recorded="flashinfer",live="triton"} 1' in out.read_text()
+    assert oct(out.stat().st_mode & 0o777) == "0o644"
+    assert [n for n in os.listdir(tmp_path) if n.startswith(".sglang-drift.")] == []
