@@ -162,7 +162,7 @@ def _health_rules(pack):
     pack.alert("SGLangDriftCheckFailing", f"sglang_drift_check_success{{{host}}} == 0", "warning",
                f"{pack.host}: the drift check cannot compare",
                "the drift check could not read the server or the release's record "
-               "(sglang_drift_check_error names why; journalctl -u the drift unit)")
+               "(sglang_drift_check_error names why; journalctl -u <service>-drift)")
     stale = 3 * int(s["drift_interval_s"])
     pack.alert("SGLangDriftCheckStale",
                f"time() - sglang_drift_check_timestamp_seconds{{{host}}} > {stale} or "

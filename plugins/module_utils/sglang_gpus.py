@@ -9,8 +9,15 @@ per GPU: a count of 10^9 would build 10^9 rows beside a serving server. Standard
 """
 
 import re
+import subprocess
 
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import number, text_of
+
+# What the modules ask nvidia-smi, in these orders (nvidia-smi --help-query-gpu,
+# --help-query-compute-apps).
+GPUS_QUERY = "--query-gpu=index,name,memory.total,pci.bus_id"
+APPS_QUERY = "--query-compute-apps=pid,process_name,used_memory,gpu_bus_id"
+CSV = "--format=csv,noheader,nounits"
 
 KEYS = ("count", "name", "memory_mib", "compute_capability", "sm_count", "link")
 # One host: NVL72 trays hold 4, the largest PCIe hosts 16; a what-if may describe more.
@@ -71,3 +78,16 @@ def smi_rows(output, columns):
 def memory_mib(field):
     """nvidia-smi's memory.total (MiB) when a sane number, else None (`inf`, `[N/A]`)."""
     return number(field, 1, LIMITS["memory_mib"])
+
+
+def run_tool(cmd, timeout=60):
+    """(exit code, stdout, stderr) of a host tool (nvidia-smi); a command that hangs is killed
+    and reported, not raised; bytes that are not UTF-8 are replaced, not raised."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", check=False,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return 124, "", f"{' '.join(cmd)} did not answer within {timeout} s (killed)"
+    except OSError as exc:
+        return 127, "", f"{' '.join(cmd)}: {exc}"
+    return proc.returncode, proc.stdout, proc.stderr.strip()

@@ -17,10 +17,6 @@ import pwd
 
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import number, text_of
 
-# What --query-compute-apps asks, in this order (nvidia-smi --help-query-compute-apps).
-APPS_QUERY = "--query-compute-apps=pid,process_name,used_memory,gpu_bus_id"
-GPUS_QUERY = "--query-gpu=index,name,memory.total,pci.bus_id"
-CSV = "--format=csv,noheader,nounits"
 COMMAND_CHARS = 200
 
 
@@ -141,7 +137,7 @@ def port_holders(port, proc="/proc"):
 
 
 def compute_apps(output):
-    """[{pid, name, memory_mib, bus_id}] of `nvidia-smi APPS_QUERY CSV` rows; memory None when
+    """[{pid, name, memory_mib, bus_id}] of `nvidia-smi APPS_QUERY CSV` rows (sglang_gpus); memory None when
     nvidia-smi cannot say ([N/A], [Insufficient Permissions])."""
     apps = []
     for line in text_of(output).replace("\0", " ").splitlines()[:4096]:
@@ -155,7 +151,7 @@ def compute_apps(output):
 
 
 def release_gpus(gpu_rows, visible):
-    """({bus id: index} of the GPUs the release sees, None) from `nvidia-smi GPUS_QUERY CSV`
+    """({bus id: index} of the GPUs the release sees, None) from `nvidia-smi GPUS_QUERY CSV` (sglang_gpus)
     rows and CUDA_VISIBLE_DEVICES, or (None, why) when that cannot be told."""
     by_index = {int(row[0]): row[3].upper() for row in gpu_rows}
     if visible is None or not str(visible).strip():

@@ -177,11 +177,11 @@ import json
 import os
 import pathlib
 import shutil
-import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpus import memory_mib, smi_rows
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpus import (
+    CSV, GPUS_QUERY, memory_mib, run_tool, smi_rows)
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import read_text
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_source import (
     blacklist_facts, custom_all_reduce_rules, find_package)
@@ -258,34 +258,20 @@ def model_facts(model_path, revision="", env=None):
     return out
 
 
-def _run(cmd, timeout=60):
-    """(exit code, stdout, stderr); a command that hangs is killed and reported, not raised;
-    bytes that are not UTF-8 are replaced, not raised."""
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", check=False,
-                              timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return 124, "", f"{' '.join(cmd)} did not answer within {timeout} s (killed)"
-    except OSError as exc:
-        return 127, "", f"{' '.join(cmd)}: {exc}"
-    return proc.returncode, proc.stdout, proc.stderr.strip()
-
-
 def gpu_facts(nvidia_smi="nvidia-smi"):
     path = shutil.which(nvidia_smi)
     if not path:
         return {"present": False, "count": 0, "devices": [], "topology_text": None,
                 "p2p_text": None, "reason": f"{nvidia_smi} not found: no NVIDIA GPU driver on this host"}
-    rc, out, err = _run([path, "--query-gpu=index,name,memory.total,pci.bus_id",
-                         "--format=csv,noheader,nounits"])
+    rc, out, err = run_tool([path, GPUS_QUERY, CSV])
     if rc != 0:
         return {"present": False, "count": 0, "devices": [], "topology_text": None,
                 "p2p_text": None, "reason": f"nvidia-smi failed: {err or out}"}
     # Numbers that make no sense (inf, a 400-digit index) are unknown (None), not a traceback.
     devices = [{"index": int(parts[0]), "name": parts[1][:200], "memory_mib": memory_mib(parts[2]),
                 "pci_bus_id": parts[3][:64]} for parts in smi_rows(out, 4)]
-    _unused, topo, _unused = _run([path, "topo", "-m"])
-    _unused, p2p, _unused = _run([path, "topo", "-p2p", "r"])
+    _unused, topo, _unused = run_tool([path, "topo", "-m"])
+    _unused, p2p, _unused = run_tool([path, "topo", "-p2p", "r"])
     return {"present": bool(devices), "count": len(devices), "devices": devices,
             "topology_text": topo or None, "p2p_text": p2p or None, "reason": None}
 

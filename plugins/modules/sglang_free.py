@@ -126,12 +126,12 @@ import os
 import pwd
 import shutil
 import signal
-import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_holders as holders_of
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpus import smi_rows
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpus import (
+    APPS_QUERY, CSV, GPUS_QUERY, run_tool, smi_rows)
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import unit_state
 
 RUNNING = ("active", "activating", "deactivating", "reloading")
@@ -140,40 +140,42 @@ POLL_S = 0.5
 
 def _smi(argv, timeout=60):
     """(stdout, error) of one nvidia-smi call, bounded in time."""
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace",
-                              check=False, timeout=timeout)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return "", f"{argv[0]}: {exc}"
-    if proc.returncode != 0:
-        return "", f"{' '.join(argv)} exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[:300]}"
-    return proc.stdout, None
+    code, out, err = run_tool(argv, timeout)
+    if code != 0:
+        return "", f"{' '.join(argv)} exited {code}: {(err or out).strip()[:300]}"
+    return out, None
 
 
-def gpu_side(nvidia_smi, visible, proc="/proc", smi=_smi):
-    """({pid: holder}, {checked, indices, reason}) of the release's GPUs."""
+def gpu_side(nvidia_smi, visible, proc="/proc", smi=_smi, bus=None):
+    """({pid: holder}, {checked, indices, reason, bus}) of the release's GPUs; `bus` ({bus id:
+    index}, read by an earlier call) saves the --query-gpu call of a poll."""
     path = shutil.which(nvidia_smi)
     if not path:
         return {}, {"checked": False, "indices": [],
                     "reason": f"{nvidia_smi} not found: no NVIDIA driver, no GPU to free"}
-    out, error = smi([path, holders_of.GPUS_QUERY, holders_of.CSV])
-    gpus, why = (None, error) if error else holders_of.release_gpus(smi_rows(out, 4), visible)
+    gpus, why = bus, None
+    if gpus is None:
+        out, error = smi([path, GPUS_QUERY, CSV])
+        gpus, why = (None, error) if error else holders_of.release_gpus(smi_rows(out, 4), visible)
     if gpus is None:
         return {}, {"checked": False, "indices": [], "reason": why}
-    out, error = smi([path, holders_of.APPS_QUERY, holders_of.CSV])
+    out, error = smi([path, APPS_QUERY, CSV])
     if error:
         return {}, {"checked": False, "indices": sorted(gpus.values()), "reason": error}
     found = holders_of.gpu_holders(holders_of.compute_apps(out), gpus, proc)
-    return found, {"checked": True, "indices": sorted(gpus.values()), "reason": None}
+    return found, {"checked": True, "indices": sorted(gpus.values()), "reason": None, "bus": gpus}
 
 
-def survey(params, uid, unit_running, proc="/proc", smi=_smi):
-    """Who holds the port and GPUs, which processes are this service's, and what is foreign."""
+def survey(params, uid, unit_running, proc="/proc", smi=_smi, bus=None, mine=None):
+    """Who holds the port and GPUs, which processes are this service's, and what is foreign.
+    A poll passes `bus` and `mine` from the first survey: no second scan of every process."""
     service, base_dir = params["service"], params["base_dir"]
-    mine = holders_of.ours(service, uid, base_dir, proc, skip={os.getpid(), os.getppid()})
+    if mine is None:
+        mine = holders_of.ours(service, uid, base_dir, proc, skip={os.getpid(), os.getppid()})
     port = holders_of.port_holders(params["port"], proc)
     found = {h["pid"]: dict(h, port=port["port"]) for h in port["holders"]}
-    gpu_found, gpus = gpu_side(params["nvidia_smi"], params["visible_devices"], proc, smi)
+    gpu_found, gpus = gpu_side(params["nvidia_smi"], params["visible_devices"], proc, smi, bus)
+    bus = gpus.pop("bus", None)
     for pid, holder in gpu_found.items():
         found[pid] = dict(found.get(pid) or holder, gpus=holder["gpus"])
     listed = []
@@ -190,7 +192,7 @@ def survey(params, uid, unit_running, proc="/proc", smi=_smi):
                            "why": "the service user's socket" if own else None,
                            "text": f"a process of user {holders_of.user_name(owner_uid)} (its PID "
                                    f"unreadable here): port {port['port']}"})
-    return {"holders": listed, "mine": mine, "gpus": gpus}
+    return {"holders": listed, "mine": mine, "gpus": gpus, "bus": bus}
 
 
 def _gone(pid, start, proc):
@@ -219,9 +221,11 @@ def end(leftovers, term_grace, deadline, proc="/proc"):
     return ended, alive
 
 
-def released(params, uid, pids, proc, smi):
-    """True once none of `pids` holds the port or a release GPU (their memory freed)."""
-    now = survey(params, uid, False, proc, smi)
+def released(params, uid, pids, proc, smi, bus=None):
+    """True once none of `pids` holds the port or a release GPU (their memory freed); a socket
+    of the service user whose PID is unreadable still counts as theirs. One port read and one
+    nvidia-smi call per poll."""
+    now = survey(params, uid, True, proc, smi, bus=bus, mine={})
     return not any(h["pid"] in pids or (h["pid"] is None and h["owner"] == "service")
                    for h in now["holders"]), now
 
@@ -232,17 +236,17 @@ def refusal(foreign, params):
               f"CUDA_VISIBLE_DEVICES in sglang_env (GPUs now: {params['visible_devices'] or 'all'}).")
 
 
-def _end_leftovers(params, uid, leftovers, started, result, proc, smi):
+def _end_leftovers(params, uid, leftovers, started, result, proc, smi, bus):
     """End the leftovers, wait until their port and GPU memory are released (updates
     `result`); the failure message when they still hold them at the deadline."""
     deadline = started + params["timeout"]
     ended, alive = end({h["pid"]: h for h in leftovers}, params["term_grace"], deadline, proc)
     result.update(changed=bool(ended), ended=ended)
     pids = {h["pid"] for h in leftovers}
-    done, now = released(params, uid, pids, proc, smi)
+    done, now = released(params, uid, pids, proc, smi, bus)
     while not done and time.monotonic() < deadline:
         time.sleep(POLL_S)
-        done, now = released(params, uid, pids, proc, smi)
+        done, now = released(params, uid, pids, proc, smi, bus)
     result.update(holders=_brief(now["holders"]), waited_s=round(time.monotonic() - started, 1))
     if not alive and done:
         return None
@@ -271,7 +275,8 @@ def run(params, check_mode, proc="/proc", smi=_smi):
               "leftovers": [{"pid": h["pid"], "text": h["text"]} for h in leftovers],
               "ended": [], "waited_s": 0.0}
     if params["state"] == "free" and leftovers and not check_mode:
-        failure = _end_leftovers(params, uid, leftovers, started, result, proc, smi)
+        failure = _end_leftovers(params, uid, leftovers, started, result, proc, smi,
+                                 found["bus"])
         if failure:
             return dict(result, failed=True, msg=failure)
     foreign = [h for h in result["holders"] if h["owner"] != "service"]

@@ -120,3 +120,13 @@ def test_the_dashboard_draws_the_live_figures_beside_the_releases():
     assert len({p["id"] for p in board["panels"]}) == len(board["panels"])
     assert board["templating"]["list"][1]["query"] == 'label_values(up{job="sglang"}, sglang_host)'
     json.dumps(board)
+
+
+def test_the_files_in_docs_are_what_the_role_renders_for_the_reference_profile():
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, str(root / "scripts/monitoring_docs.py"), "--check"],
+                         capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
