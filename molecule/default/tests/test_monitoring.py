@@ -9,6 +9,7 @@ import os
 import sys
 import time
 import urllib.parse
+from pathlib import Path
 
 import yaml
 
@@ -20,10 +21,20 @@ CONTAINER = "sglang-default"
 HOST = "sglang-default"
 BASE = "/opt/sglang"
 RULES = f"/etc/prometheus/sglang/rules/{HOST}.rules.yml"
-# molecule.yml's host_vars and the profile's floor, as the role read them.
-SETTINGS = {"for": "10s", "window": "30s", "tolerance": 0.25, "ttft_factor": 3,
-            "accept_fraction": 0.8, "kv_usage": 0.95, "drift_interval_s": 60}
-FLOORS = {"min_decode_tok_s": 45}
+ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+
+
+def _yaml(path):
+    return yaml.safe_load((ROOT / path).read_text(encoding="utf-8"))
+
+
+# What the role read: its defaults, this scenario's host_vars, the profile's floor.
+VARS = {**_yaml("roles/sglang/defaults/main.yml"), **_yaml(f"molecule/default/host_vars/{HOST}.yml")}
+SETTINGS = {key: VARS[f"sglang_monitoring_{name}"] for key, name in (
+    ("for", "for"), ("window", "window"), ("tolerance", "tolerance"),
+    ("ttft_factor", "ttft_factor"), ("accept_fraction", "accept_fraction"),
+    ("kv_usage", "kv_usage"), ("drift_interval_s", "drift_interval"))}
+FLOORS = {"min_decode_tok_s": _yaml("roles/sglang/profiles/qwen3.6-27b-tp2-mtp.yml")["smoke"]["min_decode_tok_s"]}
 BOUND_S = 600  # generous: a loaded CI host; each wait prints what it waited for
 
 
@@ -98,7 +109,7 @@ def test_the_throughput_alert_fires_once_the_stand_in_is_slower_than_the_floor(h
     host.check_output("systemd-run --unit monitoring-load python3 /tmp/monitoring-load.py")
     try:
         wait_for("decode speed per user seen at the release's pace", lambda: [
-            round(v, 1) for _l, v in prom(host, _per_user()) if v > 45])
+            round(v, 1) for _l, v in prom(host, _per_user()) if v > FLOORS["min_decode_tok_s"]])
         assert not [a for a in alerts(host) if a["labels"]["alertname"] == "SGLangBelowFloor"]
         slowed = json.loads(api(CONTAINER, "/standin/knobs", body={"tok_s": 20}))
         assert slowed["tok_s"] == 20
@@ -115,6 +126,6 @@ def test_the_throughput_alert_fires_once_the_stand_in_is_slower_than_the_floor(h
 
 
 def _per_user():
-    sel = f'job="sglang",sglang_host="{HOST}"'
-    return (f"sum(rate(sglang:inter_token_latency_seconds_count{{{sel}}}[30s])) / "
-            f"sum(rate(sglang:inter_token_latency_seconds_sum{{{sel}}}[30s]))")
+    sel, window = f'job="sglang",sglang_host="{HOST}"', SETTINGS["window"]
+    return (f"sum(rate(sglang:inter_token_latency_seconds_count{{{sel}}}[{window}])) / "
+            f"sum(rate(sglang:inter_token_latency_seconds_sum{{{sel}}}[{window}]))")
