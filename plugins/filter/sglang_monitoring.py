@@ -289,13 +289,25 @@ def sglang_monitoring_dashboard(window="5m"):
     }
 
 
-def sglang_monitoring_router_targets(host, address):
-    """The router's Prometheus target (file-based discovery), labelled with its inventory name."""
-    return [{"targets": [str(address)], "labels": {"sglang_router": str(host)}}]
+def sglang_monitoring_router_pack(host, address, duration="2m"):
+    """The router's pack: its Prometheus target (file-based discovery, job sglang-router,
+    labelled with its inventory name) and the rule that it is down."""
+    host = str(host)
+    sel = f'job="{ROUTER_JOB}",sglang_router="{host}"'
+    return {
+        "targets": [{"targets": [str(address)], "labels": {"sglang_router": host}}],
+        "rules": {"groups": [{"name": f"sglang-router-{host}", "rules": [{
+            "alert": "SGLangRouterDown", "expr": f"up{{{sel}}} == 0", "for": str(duration),
+            "labels": {"severity": "critical", "sglang_router": host},
+            "annotations": {
+                "summary": f"{host}: the SGLang router is down",
+                "description": f"Prometheus cannot scrape the router's /metrics on {host}: "
+                               "clients reach no replica through it"}}]}]},
+    }
 
 
 class FilterModule:
     def filters(self):
         return {"sglang_monitoring_pack": own_errors(sglang_monitoring_pack),
                 "sglang_monitoring_dashboard": own_errors(sglang_monitoring_dashboard),
-                "sglang_monitoring_router_targets": own_errors(sglang_monitoring_router_targets)}
+                "sglang_monitoring_router_pack": own_errors(sglang_monitoring_router_pack)}

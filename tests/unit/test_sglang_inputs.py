@@ -81,7 +81,9 @@ def test_a_hanging_nvidia_smi_is_reported_not_raised(tmp_path):
     smi = tmp_path / "nvidia-smi"
     smi.write_text("#!/bin/sh\nsleep 30\n")
     smi.chmod(0o755)
-    rc, _, err = facts_mod._run([str(smi)], timeout=1)
+    from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpus import run_tool
+
+    rc, _, err = run_tool([str(smi)], timeout=1)
     assert rc == 124 and "did not answer within 1 s" in err
 
 

@@ -130,3 +130,11 @@ def test_the_files_in_docs_are_what_the_role_renders_for_the_reference_profile()
     out = subprocess.run([sys.executable, str(root / "scripts/monitoring_docs.py"), "--check"],
                          capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_router_pack_names_the_router_and_alerts_when_it_is_down():
+    pack = mon.sglang_monitoring_router_pack("router1", "127.0.0.1:29000", "2m")
+    assert pack["targets"] == [{"targets": ["127.0.0.1:29000"], "labels": {"sglang_router": "router1"}}]
+    (rule,) = pack["rules"]["groups"][0]["rules"]
+    assert rule["alert"] == "SGLangRouterDown" and rule["for"] == "2m"
+    assert rule["expr"] == 'up{job="sglang-router",sglang_router="router1"} == 0'
