@@ -85,7 +85,13 @@ def inventory_digest():
 def port_hog(host):
     """Another process on HOG_PORT, as a transient unit (its name shows in the refusal)."""
     host.run(f"systemd-run --unit sglang-port-hog python3 -m http.server {HOG_PORT} --bind 127.0.0.1")
-    host.run(f"timeout 10 sh -c 'until curl -s 127.0.0.1:{HOG_PORT} >/dev/null; do sleep 0.2; done'")
+    # Waits while the unit runs and does not listen yet: generous on a loaded host, over at once
+    # if it exited; a hog that never listens fails here, not as a confusing test result.
+    host.check_output(
+        f"for i in $(seq 1 1200); do curl -s 127.0.0.1:{HOG_PORT} >/dev/null && exit 0; "
+        f"systemctl -q is-active sglang-port-hog || break; sleep 0.25; done; "
+        f"echo 'sglang-port-hog does not listen on {HOG_PORT} (exited, or not within 300 s)' >&2; "
+        "exit 1")
     yield
     host.run("systemctl stop sglang-port-hog")
 
