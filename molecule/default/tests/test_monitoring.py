@@ -65,6 +65,9 @@ def test_promtool_checks_and_tests_the_rules_the_role_wrote_for_the_serving_rele
     rules = yaml.safe_load(host.file(RULES).content_string)
     release = json.loads(host.file(f"{BASE}/current/manifest.json").content_string)
     release["id"] = host.check_output(f"basename $(readlink -f {BASE}/current)")
+    # test_drain.py deployed another release and rolled back: the pack follows what serves.
+    labelled = {r["labels"]["release"] for g in rules["groups"] for r in g["rules"]}
+    assert labelled == {release["id"]}, (labelled, release["id"])
     tests = alert_tests.promtool_tests(rules, RULES, HOST, release, FLOORS, SETTINGS)
     out = podman_exec(CONTAINER, ["sh", "-c", "cat > /tmp/alert-tests.yml && "
                                   "promtool check rules " + RULES + " && "
