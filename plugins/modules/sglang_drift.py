@@ -87,7 +87,9 @@ summary:
 
 import inspect
 import os
+import re
 import sys
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import (
@@ -95,6 +97,11 @@ from ansible_collections.sglang.deploy.plugins.module_utils import (
 
 SOURCES = {"sglang_drift": sglang_drift, "sglang_effective": sglang_effective,
            "sglang_files": sglang_files}
+# The temp names write_atomic gives these files (a run cut before its rename leaves one).
+PROGRAM_TEMP = re.compile(r"\.(%s)\.py\..+" % "|".join(SOURCES))
+OUT_TEMP = re.compile(r"\.sglang-drift\..+")
+# A temp name of the textfile that a timer run may be writing now is left to it.
+OUT_TEMP_AGE_S = 300
 
 
 def _current(path):
@@ -105,8 +112,25 @@ def _current(path):
         return None
 
 
+def sweep(directory, pattern, older_than=0.0):
+    """Remove what a cut run left: temp names matching `pattern` (older than `older_than` s)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            if pattern.fullmatch(name) and time.time() - os.lstat(path).st_mtime >= older_than:
+                os.unlink(path)
+        except OSError:
+            pass
+
+
 def install(directory, check_mode):
     """Write the check's files into `directory`; the names of those that changed."""
+    if not check_mode:
+        sweep(directory, PROGRAM_TEMP)
     changed = []
     for name in sglang_drift.LIBRARY:
         path = os.path.join(directory, f"{name}.py")
@@ -125,6 +149,7 @@ def run(params, check_mode):
     result = sglang_drift.check(params["base_dir"], params["url"], params["secrets"],
                                 params["timeout"])
     if not check_mode:
+        sweep(os.path.dirname(params["out"]), OUT_TEMP, OUT_TEMP_AGE_S)
         sglang_files.write_atomic(params["out"], sglang_drift.prom(result, params["host"]), mode=0o644,
                                   prefix=".sglang-drift.")
     state = {True: "no drift", False: "DRIFT", None: "unknown"}[result["ok"]]

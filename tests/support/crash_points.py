@@ -33,6 +33,7 @@ from support import ROOT  # noqa: E402,F401  (puts the collection on sys.path)
 
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_envs as envs  # noqa: E402
 from ansible_collections.sglang.deploy.plugins.modules import sglang_env as envmod  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.modules import sglang_drift as driftmod  # noqa: E402
 from ansible_collections.sglang.deploy.plugins.modules import sglang_release as rel  # noqa: E402
 
 FAULTS = ("kill", "ENOSPC", "EROFS")
@@ -46,6 +47,8 @@ CUT_INVARIANTS = {
     "S2": "the ml-env link leads to the env of the release current names",
     "S3": "the env of the release current names is complete and as built",
     "S4": "current names the release before the operation or its target, nothing else",
+    "M1": "the drift check's textfile is the one before or a whole new one (node_exporter reads it)",
+    "M2": "each drift check file is the one before or the whole new source (the timer runs them)",
 }
 NEXT_INVARIANTS = {
     "N1": "every directory under envs/ is complete (marker) after the next run",
@@ -53,6 +56,7 @@ NEXT_INVARIANTS = {
     "N3": "the next run reaches the operation's target",
     "N4": "cleanup frees what it reports (du before and after, hardlinks once)",
     "N5": "no env a kept release names, and no kept release, was removed",
+    "N6": "the drift check's files are the sources, its textfile new, no temp name left",
 }
 
 
@@ -137,22 +141,35 @@ def _os_open_writes(_path, flags, *_a, **_k):
     return bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
 
 
-def _wrap(owner, name, when=None):
-    """Count (and fault) each call of owner.name that `when(*args, **kwargs)` says writes."""
+def _truncates(_file, mode="r", *_a, **_k):
+    return "w" in str(mode)
+
+
+def _os_open_truncates(_path, flags, *_a, **_k):
+    return bool(flags & os.O_TRUNC)
+
+
+def _wrap(owner, name, when=None, after=None):
+    """Count (and fault) each call of owner.name that `when(*args, **kwargs)` says writes, and
+    once more after it returned when `after` says it emptied a file: a cut there finds the
+    file truncated, as a file written in place is."""
     real = getattr(owner, name)
 
     def wrapped(*args, **kwargs):
         if when is None or when(*args, **kwargs):
             _tick(name)
-        return real(*args, **kwargs)
+        out = real(*args, **kwargs)
+        if after is not None and after(*args, **kwargs):
+            _tick(f"{name} (truncated)")
+        return out
     setattr(owner, name, wrapped)
 
 
 def _arm():
     for name in ("rename", "replace", "symlink", "unlink", "mkdir", "rmdir", "link"):
         _wrap(os, name)
-    _wrap(os, "open", _os_open_writes)
-    _wrap(builtins, "open", _writes)
+    _wrap(os, "open", _os_open_writes, _os_open_truncates)
+    _wrap(builtins, "open", _writes, _truncates)
 
 
 def _in_child(operation, at, fault):
@@ -225,6 +242,30 @@ def _cleanup(host):
     return lambda: rel.cleanup(str(host.base), 0, 0, env_link=str(host.link))
 
 
+OLD_PROM = "# HELP sglang_drift_check_success before\nsglang_drift_check_success 1\n"
+
+
+def _drift_params(host):
+    root = host.base.parent
+    return {"base_dir": str(host.base), "url": "http://127.0.0.1:1", "host": "gpu1",
+            "secrets": "", "timeout": 1.0, "out": str(root / "textfile" / "sglang.prom"),
+            "dir": str(host.base / "monitoring")}
+
+
+def _drift(host):
+    """The monitoring step's writes on the host: the drift check's files (an older version of
+    each installed) and its textfile (one published before)."""
+    params = _drift_params(host)
+    os.makedirs(params["dir"])
+    for name in driftmod.SOURCES:
+        Path(params["dir"], f"{name}.py").write_text(f"# {name}, the version before\n")
+    os.makedirs(os.path.dirname(params["out"]))
+    Path(params["out"]).write_text(OLD_PROM)
+    # No timer runs beside the harness: what a cut left in the textfile directory is swept now.
+    driftmod.OUT_TEMP_AGE_S = 0
+    return lambda: driftmod.run(params, False)
+
+
 SCENARIOS = {
     # name: (setup(host) -> (operation, the target release, the env it must leave complete))
     "deploy: switch to a new release": lambda h: (_switch(h, h.b), h.b, None),
@@ -240,6 +281,7 @@ SCENARIOS = {
         _env(h.base, ENV_C, ["sglang==0.5.21", "extra==1.0"])
         and rel.mark(str(h.base), _release(h.base, ENV_C, "c: 1\n", "20261201T000002Z"),
                      "failed", "refused") and _cleanup(h), h.a, None),
+    "monitoring: the drift check and its textfile": lambda h: (_drift(h), h.a, None),
 }
 
 
@@ -267,6 +309,35 @@ def check_cut(host, before, target):
     if not state["intact"]:
         bad["S3"] = f"env {env}: {state}"
     return bad
+
+
+def _whole_prom(text):
+    return text == OLD_PROM or (text.startswith("# HELP sglang_drift_check_success ")
+                                and text.endswith("\n") and "sglang_drift_check_error" in text)
+
+
+def check_monitoring_cut(host):
+    params, bad = _drift_params(host), {}
+    text = Path(params["out"]).read_text() if os.path.exists(params["out"]) else ""
+    if not _whole_prom(text):
+        bad["M1"] = f"{params['out']}: {text[:80]!r}"
+    for name, module in driftmod.SOURCES.items():
+        seen = Path(params["dir"], f"{name}.py").read_text()
+        if seen not in (f"# {name}, the version before\n", driftmod.inspect.getsource(module)):
+            bad["M2"] = f"{name}.py: {seen[:80]!r}"
+    return bad
+
+
+def check_monitoring_next(host):
+    params = _drift_params(host)
+    left = [n for d in (params["dir"], os.path.dirname(params["out"])) for n in os.listdir(d)
+            if n.startswith(".")]
+    stale = [n for n, m in driftmod.SOURCES.items()
+             if Path(params["dir"], f"{n}.py").read_text() != driftmod.inspect.getsource(m)]
+    text = Path(params["out"]).read_text()
+    if left or stale or text == OLD_PROM or not _whole_prom(text):
+        return {"N6": f"temp names {left}, stale files {stale}, textfile {text[:60]!r}"}
+    return {}
 
 
 def _leftovers(host):
@@ -328,11 +399,14 @@ def run_scenario(name, workdir, faults=None):
             _in_child(operation, at, fault)
             runs += 1
             where = f"{name}: {fault} at #{at} ({seen[at - 1]})"
-            violations += [f"{where}: {k} {v}" for k, v in
-                           check_cut(host, before, target).items()]
+            monitoring = name.startswith("monitoring")
+            cut = check_cut(host, before, target)
+            cut.update(check_monitoring_cut(host) if monitoring else {})
+            violations += [f"{where}: {k} {v}" for k, v in cut.items()]
             result = operation() or {}
-            violations += [f"{where}, then the next run: {k} {v}" for k, v in
-                           check_next(host, name, target, env, result).items()]
+            after = check_next(host, name, target, env, result)
+            after.update(check_monitoring_next(host) if monitoring else {})
+            violations += [f"{where}, then the next run: {k} {v}" for k, v in after.items()]
             shutil.rmtree(os.path.dirname(host.base))
     return {"points": len(seen), "runs": runs, "kinds": sorted(set(seen)),
             "violations": violations}
@@ -347,9 +421,9 @@ def run_all(workdir):
 
 
 def summary(results):
-    lines = [f"{'operation':<40} {'points':>6} x faults = runs  violations"]
+    lines = [f"{'operation':<46} {'points':>6} x faults = runs  violations"]
     for name, r in results.items():
-        lines.append(f"{name:<40} {r['points']:>6} x {_faults(r):<6} = {r['runs']:>4}  "
+        lines.append(f"{name:<46} {r['points']:>6} x {_faults(r):<6} = {r['runs']:>4}  "
                      f"{len(r['violations'])}")
     total = sum(r["runs"] for r in results.values())
     kinds = sorted({k for r in results.values() for k in r["kinds"]})

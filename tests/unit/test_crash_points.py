@@ -44,3 +44,17 @@ def test_a_cleanup_that_removes_in_place_is_caught(tmp_path, monkeypatch):
     monkeypatch.setattr(cp.rel, "discard", in_place)
     result = cp.run_scenario("cleanup: releases, envs and cache", str(tmp_path), faults=["kill"])
     assert any(": N2 " in v and "half releases" in v for v in result["violations"])
+
+
+@pytest.mark.slow
+def test_a_drift_check_file_written_in_place_is_caught(tmp_path, monkeypatch):
+    """The monitoring step replaces its files whole: one written in place, cut after the open
+    emptied it, is what the timer or node_exporter would read half of."""
+    def in_place(path, data, mode=None, prefix=None, move=None):
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(data)
+    monkeypatch.setattr(cp.driftmod.sglang_files, "write_atomic", in_place)
+    result = cp.run_scenario("monitoring: the drift check and its textfile", str(tmp_path),
+                             faults=["kill"])
+    assert any(": M2 " in v for v in result["violations"]), result["violations"]
+    assert any(": M1 " in v for v in result["violations"]), result["violations"]

@@ -136,3 +136,19 @@ def test_the_module_installs_the_program_the_timer_runs_and_it_runs_alone(standi
     assert 'setting="attention_backend",recorded="flashinfer",live="triton"} 1' in out.read_text()
     assert oct(out.stat().st_mode & 0o777) == "0o644"
     assert [n for n in os.listdir(tmp_path) if n.startswith(".sglang-drift.")] == []
+
+
+def test_what_a_cut_run_left_is_swept_but_not_a_timer_runs_write_in_progress(tmp_path):
+    programs, textfile = tmp_path / "monitoring", tmp_path / "textfile"
+    programs.mkdir()
+    textfile.mkdir()
+    (programs / ".sglang_drift.py.x1y2").write_text("half")
+    (programs / "notes.txt").write_text("the operator's")
+    old, young = textfile / ".sglang-drift.old", textfile / ".sglang-drift.now"
+    old.write_text("half")
+    young.write_text("being written")
+    os.utime(old, (0, 0))
+    module.sweep(str(programs), module.PROGRAM_TEMP)
+    module.sweep(str(textfile), module.OUT_TEMP, module.OUT_TEMP_AGE_S)
+    assert sorted(os.listdir(programs)) == ["notes.txt"]
+    assert sorted(os.listdir(textfile)) == [".sglang-drift.now"]
