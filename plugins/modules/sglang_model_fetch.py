@@ -396,6 +396,17 @@ def watch(params, work, resume, proc=None, clock=time.time, sleep=time.sleep):
         sleep(min(1.0, params["slice"] or 1.0))
 
 
+def _ended_between_slices(marker, resume):
+    """The closing line of this run's fetch when the worker finished after the last slice
+    watched it (a loaded host shows it): found by its marker, said as watch() says it."""
+    if not resume.get("changed"):
+        return []
+    now = time.time()
+    started = _resumed(resume, now)[0]
+    return [f"fetched {_count(marker.get('files'))} files, {size(marker.get('total_bytes'))} "
+            f"in {now - started:.0f} s"]
+
+
 def _pid(work):
     try:
         with open(os.path.join(work, "pid"), encoding="utf-8") as handle:
@@ -431,7 +442,8 @@ def main():
     if marker:
         module.exit_json(changed=bool(resume.get("changed")), fetched=True, pending=False,
                          sha=marker.get("sha"), files=marker.get("files"),
-                         total_bytes=marker.get("total_bytes"), progress=[])
+                         total_bytes=marker.get("total_bytes"),
+                         progress=_ended_between_slices(marker, resume))
     if module.check_mode:
         module.exit_json(changed=True, fetched=False, pending=False, progress=[
             f"would fetch {params['repo']}@{params['revision']} into {params['local_dir']}"])

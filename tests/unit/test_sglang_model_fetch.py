@@ -148,3 +148,19 @@ def test_a_repo_that_is_not_a_checkpoint_is_refused(hub):
     (commit / "config.json").write_text(json.dumps({"model_type": "x"}))
     out, _ = call(args)
     assert out["failed"] and "architectures None" in out["msg"]
+
+
+def test_a_fetch_that_ends_between_two_slices_still_says_it_fetched(hub, monkeypatch):
+    """On a loaded host the worker can finish after one slice returned and before the next
+    call: that call finds the marker and must still close the progress."""
+    args, _commit = hub
+    monkeypatch.setenv("FAKE_HUB_DELAY", "0.25")  # the weights take longer than the slice
+    first, _ = call({**args, "slice": 0.01})
+    assert first["pending"]
+    for _ in range(600):  # the worker ends on its own: wait on its marker, not on a clock
+        if os.path.exists(os.path.join(args["local_dir"], ".sglang-fetch.json")):
+            break
+        time.sleep(0.05)
+    out, _ = call({**args, "slice": 0.3, "resume": first["resume"]})
+    assert out["fetched"] and out["changed"] and not out["pending"]
+    assert out["progress"] and out["progress"][-1].startswith("fetched 3 files, 3.1 MB in ")
