@@ -25,10 +25,11 @@ if [[ ! -s "$key" ]]; then
 fi
 
 # Longest first, so that the lanes end together (seconds beside the other steps of make test on
-# two cores, two lanes, fresh-clone .ci/run of 41 min: rollback 1419, fleet 1233, real 623, tune
-# 563, preflight 339, default 376; molecule 2358 s): the lanes take the next scenario as one
-# ends. Three lanes were slower on two cores (3389 s against 3220 before the test connection's
-# channel: rollback alone took 2973 s beside them). Scenarios not listed go last.
+# two cores, two lanes, fresh-clone .ci/run of 46 min with the image built: rollback 1476, fleet
+# 1230, real 652, tune 589, preflight 428, default 544; molecule 2609 s): the lanes take the next
+# scenario as one ends. Three lanes were slower on two cores (3389 s against 3220 before the
+# test connection's channel: rollback alone took 2973 s beside them). Scenarios not listed go
+# last.
 order=(rollback fleet real tune preflight default)
 mapfile -t all < <(find molecule -mindepth 2 -maxdepth 2 -name molecule.yml | cut -d/ -f2 | sort)
 scenarios=()
