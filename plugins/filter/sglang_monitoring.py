@@ -16,17 +16,24 @@ ROUTER_JOB = "sglang-router"
 DASHBOARD_UID = "sglang-deploy"
 
 
-def _per_user_tok_s(sel, window):
+def _rate_ratio(over, under, sel, window, by=""):
+    """sum(rate(over)) / sum(rate(under)), summed `by` labels (the dashboard's per host)."""
+    total = f"sum by ({by}) " if by else "sum"
+    return (f"{total}(rate({over}{{{sel}}}[{window}])) / "
+            f"{total}(rate({under}{{{sel}}}[{window}]))")
+
+
+def _per_user_tok_s(sel, window, by=""):
     """Tokens per second per stream: SGLang's inter-token histogram grows its sum by each decode
     interval and its count by the tokens it brought (metrics_collector.py,
     observe_inter_token_latency); NaN without traffic, which no comparison fires on."""
-    return (f"sum(rate(sglang:inter_token_latency_seconds_count{{{sel}}}[{window}])) / "
-            f"sum(rate(sglang:inter_token_latency_seconds_sum{{{sel}}}[{window}]))")
+    return _rate_ratio("sglang:inter_token_latency_seconds_count",
+                       "sglang:inter_token_latency_seconds_sum", sel, window, by)
 
 
-def _mean_ttft_s(sel, window):
-    return (f"sum(rate(sglang:time_to_first_token_seconds_sum{{{sel}}}[{window}])) / "
-            f"sum(rate(sglang:time_to_first_token_seconds_count{{{sel}}}[{window}]))")
+def _mean_ttft_s(sel, window, by=""):
+    return _rate_ratio("sglang:time_to_first_token_seconds_sum",
+                       "sglang:time_to_first_token_seconds_count", sel, window, by)
 
 
 def _load(sel, window):
@@ -239,17 +246,13 @@ def sglang_monitoring_dashboard(window="5m"):
     host = 'sglang_host=~"$sglang_host"'
     panels = [
         _panel(1, "Tokens per second per user", [
-            (f"sum by (sglang_host) (rate(sglang:inter_token_latency_seconds_count{{{sel}}}"
-             f"[{window}])) / sum by (sglang_host) (rate(sglang:inter_token_latency_seconds_sum"
-             f"{{{sel}}}[{window}]))", "{{sglang_host}} live"),
+            (_per_user_tok_s(sel, window, by="sglang_host"), "{{sglang_host}} live"),
             (f"sglang:release_proven_tok_s_per_user{{{host}}}",
              "{{sglang_host}} proven at concurrency {{concurrency}} ({{release}})"),
             (f"sglang:release_floor_tok_s_per_user{{{host}}}", "{{sglang_host}} floor")],
             (0, 0, 12, 8), "none", "Live decode speed per stream against the release's smoke test"),
         _panel(2, "Time to first token (mean)", [
-            (f"sum by (sglang_host) (rate(sglang:time_to_first_token_seconds_sum{{{sel}}}"
-             f"[{window}])) / sum by (sglang_host) (rate(sglang:time_to_first_token_seconds_count"
-             f"{{{sel}}}[{window}]))", "{{sglang_host}} live"),
+            (_mean_ttft_s(sel, window, by="sglang_host"), "{{sglang_host}} live"),
             (f"sglang:release_proven_ttft_seconds{{{host}}}", "{{sglang_host}} proven p99")],
             (12, 0, 12, 8), "s"),
         _panel(3, "MTP accept length", [
