@@ -315,6 +315,10 @@ def _announce(params, state):
             f"{size(state.get('need_bytes'))} to download")
 
 
+def _fetched_line(files, total_bytes, elapsed):
+    return f"fetched {_count(files)} files, {size(total_bytes)} in {elapsed:.0f} s"
+
+
 def _fetched(params, state, progress, elapsed):
     """The result of a fetch the worker reports done, once config.json names architectures."""
     config = os.path.join(params["local_dir"], "config.json")
@@ -323,8 +327,7 @@ def _fetched(params, state, progress, elapsed):
         raise FetchFailed(
             f"{config} has architectures {archs!r}: not a checkpoint SGLang can serve "
             "(check sglang_model_fetch.repo and allow_patterns)")
-    progress.append(f"fetched {_count(state['files'])} files, "
-                    f"{size(state.get('total_bytes'))} in {elapsed:.0f} s")
+    progress.append(_fetched_line(state["files"], state.get("total_bytes"), elapsed))
     return {"fetched": True, "sha": state["sha"] or params["revision"],
             "architectures": archs, "files": _count(state["files"]),
             "total_bytes": state["total_bytes"], "progress": progress}
@@ -402,9 +405,8 @@ def _ended_between_slices(marker, resume):
     if not resume.get("changed"):
         return []
     now = time.time()
-    started = _resumed(resume, now)[0]
-    return [f"fetched {_count(marker.get('files'))} files, {size(marker.get('total_bytes'))} "
-            f"in {now - started:.0f} s"]
+    return [_fetched_line(marker.get("files"), marker.get("total_bytes"),
+                          now - _resumed(resume, now)[0])]
 
 
 def _pid(work):
