@@ -33,6 +33,8 @@ except ImportError:  # run by the timer: the module wrote both beside this file 
 
 # The files the timer runs, side by side in one directory (sglang_drift module).
 LIBRARY = ("sglang_drift", "sglang_effective", "sglang_files")
+# The textfile's temp name while it is written: a dot and no .prom, so node_exporter skips it.
+OUT_PREFIX = ".sglang-drift."
 
 # The settings of the effective view (sglang_effective) a release is held to after its proof.
 SETTINGS = ("version", "tp_size", "decode_cuda_graph", "decode_backend", "prefill_cuda_graph",
@@ -175,6 +177,11 @@ def prom(result, host=""):
     return "\n".join(lines) + "\n"
 
 
+def publish(out, result, host):
+    """Replace the textfile whole: node_exporter never reads half a file."""
+    write_atomic(out, prom(result, host), mode=0o644, prefix=OUT_PREFIX)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--base-dir", required=True)
@@ -185,9 +192,7 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=10.0)
     args = parser.parse_args(argv)
     result = check(args.base_dir, args.url, args.secrets, args.timeout)
-    # Whole or not at all: node_exporter never reads half a file. The temp name starts with a
-    # dot and does not end in .prom, so the collector skips it.
-    write_atomic(args.out, prom(result, args.host), mode=0o644, prefix=".sglang-drift.")
+    publish(args.out, result, args.host)
     state = {True: "ok", False: "DRIFT", None: "unknown"}[result["ok"]]
     print(f"sglang drift check, release {result['release']}: {state}: {result['reason']}")
     # The timer's unit fails on drift or on missing evidence: `systemctl --failed` shows it too.

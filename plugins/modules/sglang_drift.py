@@ -99,7 +99,7 @@ SOURCES = {"sglang_drift": sglang_drift, "sglang_effective": sglang_effective,
            "sglang_files": sglang_files}
 # The temp names write_atomic gives these files (a run cut before its rename leaves one).
 PROGRAM_TEMP = re.compile(r"\.(%s)\.py\..+" % "|".join(SOURCES))
-OUT_TEMP = re.compile(r"\.sglang-drift\..+")
+OUT_TEMP = re.compile(re.escape(sglang_drift.OUT_PREFIX) + ".+")
 # A temp name of the textfile that a timer run may be writing now is left to it.
 OUT_TEMP_AGE_S = 300
 
@@ -150,8 +150,7 @@ def run(params, check_mode):
                                 params["timeout"])
     if not check_mode:
         sweep(os.path.dirname(params["out"]), OUT_TEMP, OUT_TEMP_AGE_S)
-        sglang_files.write_atomic(params["out"], sglang_drift.prom(result, params["host"]), mode=0o644,
-                                  prefix=".sglang-drift.")
+        sglang_drift.publish(params["out"], result, params["host"])
     state = {True: "no drift", False: "DRIFT", None: "unknown"}[result["ok"]]
     return {"changed": bool(changed), "program": os.path.join(params["dir"], "sglang_drift.py"),
             "python": sys.executable, "check": result,

@@ -54,6 +54,7 @@ def test_a_drift_check_file_written_in_place_is_caught(tmp_path, monkeypatch):
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(data)
     monkeypatch.setattr(cp.driftmod.sglang_files, "write_atomic", in_place)
+    monkeypatch.setattr(cp.driftmod.sglang_drift, "write_atomic", in_place)  # the textfile
     result = cp.run_scenario("monitoring: the drift check and its textfile", str(tmp_path),
                              faults=["kill"])
     assert any(": M2 " in v for v in result["violations"]), result["violations"]
