@@ -13,11 +13,9 @@ description:
   - When the parser cannot run (an ml-env installed without dependencies, on a host without a
     GPU), C(checked) is false and C(reason) says why; nothing is guessed.
   - Read-only; runs in check mode.
+extends_documentation_fragment:
+  - sglang.deploy.sglang.venv
 options:
-  venv:
-    description: The ml-env.
-    type: path
-    required: true
   args:
     description: The release's arguments (dashed names).
     type: dict

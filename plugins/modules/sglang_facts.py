@@ -20,11 +20,10 @@ description:
     no-GPU fact.
   - The NCCL_*, SGLANG_*, CUDA_* environment the release will run with and C(/etc/nccl.conf).
   - Read-only, standard library only; well under a second on a full install.
+extends_documentation_fragment:
+  - sglang.deploy.sglang.venv
+  - sglang.deploy.sglang.nvidia_smi
 options:
-  venv:
-    description: The ml-env.
-    type: path
-    required: true
   model_path:
     description: Local checkpoint directory or hub id.
     type: str
@@ -37,10 +36,6 @@ options:
     description: Environment the release runs with (its env file).
     type: dict
     default: {}
-  nvidia_smi:
-    description: nvidia-smi command.
-    type: str
-    default: nvidia-smi
 notes:
   - Not a builtin because of fewer round trips and no equivalent; one call reads what would
     take a dozen tasks (stat, slurp of config.json, three nvidia-smi runs), and no builtin reads the installed SGLang's sources with

@@ -22,6 +22,8 @@ description:
   - The GPUs are those in C(visible_devices) (the release's CUDA_VISIBLE_DEVICES), all when it is
     empty. Without nvidia-smi, or when it fails, the GPU half is C(unknown) with the reason, and
     only the port is checked.
+extends_documentation_fragment:
+  - sglang.deploy.sglang.nvidia_smi
 options:
   service:
     description: systemd service name (without C(.service)).
@@ -40,10 +42,6 @@ options:
     description: The TCP port SGLang listens on.
     type: int
     required: true
-  nvidia_smi:
-    description: nvidia-smi to ask.
-    type: str
-    default: nvidia-smi
   visible_devices:
     description: The release's CUDA_VISIBLE_DEVICES (GPU indices); empty for every GPU.
     type: str

@@ -23,15 +23,10 @@ description:
     real directory there is a failure (it is never deleted nor taken over).
   - Judges them. GPU checks apply where a driver is found; a host without one only gets a
     warning (SGLang will stop at CUDA initialisation there). Each failure says what to do.
+extends_documentation_fragment:
+  - sglang.deploy.sglang.venv
+  - sglang.deploy.sglang.nvidia_smi
 options:
-  nvidia_smi:
-    description: nvidia-smi to run.
-    type: str
-    default: nvidia-smi
-  venv:
-    description: The ml-env.
-    type: path
-    required: true
   python:
     description: The interpreter that makes the ml-env (its headers).
     type: str

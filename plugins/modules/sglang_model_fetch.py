@@ -16,6 +16,8 @@ description:
   - "With I(offline), nothing reaches the network: the directory must already hold the
     checkpoint (huggingface_hub's C(local_files_only))."
   - Called in slices by the role's C(sglang_progress) action, which prints the progress.
+extends_documentation_fragment:
+  - sglang.deploy.sglang.venv
 options:
   repo:
     description: Hub id, e.g. C(Qwen/Qwen3.6-27B).
@@ -27,10 +29,6 @@ options:
     required: true
   local_dir:
     description: Directory the checkpoint goes to (created when missing).
-    type: path
-    required: true
-  venv:
-    description: The ml-env whose Python (with huggingface_hub) runs the worker.
     type: path
     required: true
   state_dir:

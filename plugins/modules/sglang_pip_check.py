@@ -11,11 +11,9 @@ description:
     (importlib.metadata) and matches them with the packaging library pip vendors, so a re-run
     with everything installed starts no pip resolution and no index request (~0.1 s).
   - Read-only; runs in check mode.
+extends_documentation_fragment:
+  - sglang.deploy.sglang.venv
 options:
-  venv:
-    description: Path of the virtual environment.
-    type: path
-    required: true
   requirements:
     description: Requirement strings (C(sglang==0.5.23)).
     type: list

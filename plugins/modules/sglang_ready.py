@@ -19,11 +19,9 @@ description:
     (C(/server_info)) and loaded (C(/model_info)), keys redacted, as
     M(sglang.deploy.sglang_server_info) does, so the verification that follows a readiness
     proof needs no round trip of its own.
+extends_documentation_fragment:
+  - sglang.deploy.sglang.server
 options:
-  url:
-    description: Base URL of the server, e.g. http://127.0.0.1:30000.
-    type: str
-    required: true
   unit:
     description: systemd unit to watch; empty for a server not run by systemd.
     type: str
@@ -48,10 +46,6 @@ options:
     description: Tokens to generate.
     type: int
     default: 8
-  api_key:
-    description: Bearer key of the server.
-    type: str
-    default: ''
   journal_lines:
     description: Journal lines returned on failure.
     type: int

@@ -23,11 +23,10 @@ description:
   - When SGLang cannot be imported at all (an ml-env holding only the sglang wheel),
     C(ran) is false and C(reason) says why; the caller falls back to reading the sources.
   - Read-only; runs in check mode.
+extends_documentation_fragment:
+  - sglang.deploy.sglang.venv
+  - sglang.deploy.sglang.nvidia_smi
 options:
-  venv:
-    description: The ml-env.
-    type: path
-    required: true
   config_path:
     description: The release's config.yaml (used when it exists).
     type: path
@@ -41,10 +40,6 @@ options:
       - Empty means the GPUs C(nvidia-smi) lists on this host.
     type: dict
     default: {}
-  nvidia_smi:
-    description: nvidia-smi command read when C(gpus) is empty.
-    type: str
-    default: nvidia-smi
   sandbox:
     description:
       - "C({user, group, env_file, properties}): run as the unit will (C(properties) are the

@@ -13,15 +13,9 @@ description:
     C(build_server_info) over C(ServerArgs.resolved_dict())); every field named like a secret
     and every occurrence of the given key is replaced by C(<redacted>) before anything is
     returned, so no play output, report or manifest holds it.
+extends_documentation_fragment:
+  - sglang.deploy.sglang.server
 options:
-  url:
-    description: Base URL of the server.
-    type: str
-    required: true
-  api_key:
-    description: Bearer key of the server.
-    type: str
-    default: ''
   admin_api_key:
     description: Admin key (only redacted, never sent).
     type: str

@@ -13,17 +13,11 @@ description:
   - Reads the speculative accept length from C(/server_info) and the CUDA graph pass counters
     from C(/metrics) before and after the run (proof that graphs replayed), when exposed.
   - Standard library only; changes nothing on the server.
+extends_documentation_fragment:
+  - sglang.deploy.sglang.server
 options:
-  url:
-    description: Base URL of the server.
-    type: str
-    required: true
   model:
     description: Model name; default the first of /v1/models.
-    type: str
-    default: ''
-  api_key:
-    description: Bearer key of the server.
     type: str
     default: ''
   concurrency:

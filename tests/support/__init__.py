@@ -32,6 +32,22 @@ def load_module(name):
     return _load(name, path)
 
 
+def module_options(path):
+    """A module's documented options, its doc fragments' (extends_documentation_fragment) merged
+    in as ansible-doc merges them: the fragment's options beside the module's own."""
+    import yaml
+    from ansible_collections.sglang.deploy.plugins.doc_fragments import sglang as fragments
+
+    doc = yaml.safe_load(_load(f"doc_{path.stem}", path).DOCUMENTATION)
+    options = dict(doc.get("options") or {})
+    for name in doc.get("extends_documentation_fragment") or []:
+        variant = name.removeprefix("sglang.deploy.sglang.")
+        shared = yaml.safe_load(getattr(fragments.ModuleDocFragment, variant.upper()))["options"]
+        assert not set(shared) & set(options), f"{path.name} documents {name}'s options again"
+        options.update(shared)
+    return options
+
+
 def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

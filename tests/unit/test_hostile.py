@@ -20,7 +20,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
-from support import ROOT, _load, examples, run_main
+from support import ROOT, _load, examples, module_options, run_main
 from support.hostile import hang, raw, reply, serve, stream, trickle
 
 
@@ -108,8 +108,7 @@ def hostile_base(root):
 
 
 def options_of(path):
-    doc = yaml.safe_load(_load(f"doc_{path.stem}", path).DOCUMENTATION)
-    return doc.get("options") or {}
+    return module_options(path)
 
 
 def args_for(path, data, urls, root):
