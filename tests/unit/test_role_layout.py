@@ -205,6 +205,27 @@ def test_each_task_file_starts_with_what_it_does_and_the_facts_it_reads_and_sets
             assert listed == [reads, sets], (path.name, header, reads, sets)
 
 
+def test_an_option_another_entry_point_shares_is_the_main_entry_points_own():
+    """An option documented in the main entry point and taken as it is by another entry point is
+    a YAML alias of it (`sglang_port: *sglang_port`), not a copy that says "As in the main entry
+    point": ansible-doc then shows the whole description wherever the option is."""
+    for role in sorted((ROOT / "roles").iterdir()):
+        spec = role / "meta" / "argument_specs.yml"
+        if not spec.exists():
+            continue
+        entries = yaml.safe_load(spec.read_text(encoding="utf-8"))["argument_specs"]
+        main = (entries.get("main") or {}).get("options") or {}
+        for entry, body in entries.items():
+            for name, option in (body.get("options") or {}).items():
+                text = option.get("description")
+                text = " ".join(text) if isinstance(text, list) else str(text)
+                assert text.rstrip(".") != "As in the main entry point", \
+                    f"{role.name} {entry}: {name}: write `{name}: *{name}` (an alias of main's)"
+                if entry != "main" and name in main and option is not main[name]:
+                    assert option["description"] != main[name]["description"], \
+                        f"{role.name} {entry}: {name} copies main's: write `{name}: *{name}`"
+
+
 def test_every_spec_default_is_the_roles_default():
     """An option's default is said once, in defaults/main.yml: the argument spec (what
     ansible-doc shows and the validation applies) must say the same value, not a sketch of it."""
