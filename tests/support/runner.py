@@ -17,6 +17,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 ROLLOUT_STOP = "Stop the rollout here"
+# For a release whose speed is not what a test is about: the smoke test's regression gate
+# compares it with figures measured earlier, on a host whose load may differ (the scenario runs
+# beside others, or under a background load: a CI run beside two busy loops measured a good
+# release 16% "slower" than the one before); its floors still hold.
+ANY_SPEED = {"sglang_smoke_regression_tolerance": 1.0}
 DEMO_API_KEY = Path.home() / ".cache" / "sglang-deploy" / "demo-api-key"
 
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "tests"))
-from support.runner import play, podman_exec  # noqa: E402
+from support.runner import ANY_SPEED, play, podman_exec  # noqa: E402
 
 CONTAINER = "sglang-default"
 CLIENT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"]) / "tests" / "support" / "drain_client.py"
@@ -53,7 +53,7 @@ def test_no_request_is_cut_by_a_deploy_or_a_rollback(host):
                       ">/tmp/drain_client.log 2>&1 < /dev/null &")
     try:
         done = wait_for_completed(2, "before the deploy")
-        deploy = play("deploy.yml", extravars={"sglang_env": CHANGED_ENV})
+        deploy = play("deploy.yml", extravars={"sglang_env": CHANGED_ENV, **ANY_SPEED})
         assert deploy["status"] == "successful", deploy["msg"]
         assert host.check_output(f"readlink {BASE}/current") != before
         done = wait_for_completed(done, "after the deploy")

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "tests"))
-from support.runner import demo_api_key, play, podman_exec  # noqa: E402
+from support.runner import ANY_SPEED, demo_api_key, play, podman_exec  # noqa: E402
 
 ROUTER, CANARY, OTHER = "sglang-router", "sglang-replica-a", "sglang-replica-b"
 REPLICAS = (CANARY, OTHER)
@@ -110,9 +110,10 @@ def test_router_requires_the_key_and_never_shows_it(host):
 
 @pytest.fixture(scope="module")
 def good_rollout():
-    """A release other than converge's, rolled out canary first, then the batch."""
+    """A release other than converge's, rolled out canary first, then the batch (the order is
+    what is tested, not the speed: ANY_SPEED)."""
     before = {name: serving(name) for name in REPLICAS}
-    out = play("deploy.yml", {"sglang_env": GOOD_ENV})
+    out = play("deploy.yml", {"sglang_env": GOOD_ENV, **ANY_SPEED})
     after = {name: serving(name) for name in REPLICAS}
     return {"before": before, "out": out, "after": after,
             "statuses": {name: manifest(name, after[name][0])["status"] for name in REPLICAS},
@@ -135,7 +136,7 @@ def failing_canary(good_rollout):
 @pytest.fixture(scope="module")
 def rerun(failing_canary):
     """The good release's values again."""
-    return play("deploy.yml", {"sglang_env": GOOD_ENV})
+    return play("deploy.yml", {"sglang_env": GOOD_ENV, **ANY_SPEED})
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "tests"))
-from support.runner import api, describe_phases, play, restart_phases  # noqa: E402
+from support.runner import ANY_SPEED, api, describe_phases, play, restart_phases  # noqa: E402
 
 BASE = "/opt/sglang"
 # The demo's stand-in knobs (inventory/demo/group_vars): sglang_env replaces them all.
@@ -76,11 +76,6 @@ CASES = {
         "decode_cuda_graph: required by sglang_expect, but the server resolved off"),
 }
 
-
-# For a release whose speed is not what a test is about: the smoke test's regression gate
-# compares it with figures measured earlier, on a host whose load may differ (the scenario runs
-# beside others, or under a background load); its floors still hold.
-ANY_SPEED = {"sglang_smoke_regression_tolerance": 1.0}
 
 
 @pytest.fixture(scope="module")
