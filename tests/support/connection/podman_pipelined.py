@@ -80,11 +80,22 @@ CHANNEL_DIR = os.path.join(tempfile.gettempdir(), "podman-channel-%d" % os.getui
 # How long a new channel may take to answer (a busy host starts Python slowly): then plain exec.
 CHANNEL_START_S = 120
 
-# The channel, run by the container's Python: one request a connection (a JSON line with the
-# token, the argv and the length of stdin, then stdin), one answer (a JSON line with the exit
-# code and the lengths, then stdout and stderr). A channel started before it is ended first.
+# How soon a connection whose other end says nothing, not even to TCP's keepalive probes, is
+# taken for lost (idle, interval, probes): a module's answer is then asked for again.
+KEEPALIVE = (10, 5, 3)
+# How many times in a row the channel may be found unreachable while asking for an answer.
+RECLAIMS = 20
+
+# The channel, run by the container's Python. A request is a connection: a JSON line with the
+# token, the request's id, the argv and the length of stdin, then stdin; the answer a JSON line
+# with the exit code and the lengths, then stdout and stderr. The answer is kept (the last 256)
+# until asked for again: a connection lost while the module ran (a bridge reconfigured as
+# another container goes, seen in CI) costs no run and no hang, the controller asks for the
+# answer by id ({"token", "fetch": id}) and gets it, or `unknown` when the request never
+# arrived whole (then nothing ran and it is sent again). A channel started before it is ended
+# first.
 SERVER = r"""
-import hmac, json, os, signal, socketserver, subprocess, time
+import collections, hmac, json, os, signal, socketserver, subprocess, threading, time
 TOKEN = os.environ.pop("PODMAN_CHANNEL_TOKEN").encode()
 PIDFILE = "/run/podman-channel.pid"
 try:
@@ -92,6 +103,26 @@ try:
 except (OSError, ValueError):
     pass
 open(PIDFILE, "w").write(str(os.getpid()))
+JOBS = collections.OrderedDict()  # id -> [event, answer bytes, or None when dropped]
+LOCK = threading.Lock()
+
+def job(key):
+    with LOCK:
+        if key not in JOBS:
+            JOBS[key] = [threading.Event(), None]
+            while len(JOBS) > 256:
+                JOBS.popitem(last=False)
+        return JOBS[key]
+
+def run(head, data):
+    try:
+        proc = subprocess.Popen(head["argv"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL if data is None else subprocess.PIPE)
+        out, err = proc.communicate(data)
+        rc = proc.returncode
+    except OSError as exc:
+        out, err, rc = b"", str(exc).encode(), 127
+    return json.dumps({"rc": rc, "out": len(out), "err": len(err)}).encode() + b"\n" + out + err
 
 class Handler(socketserver.StreamRequestHandler):
     def handle(self):
@@ -99,16 +130,24 @@ class Handler(socketserver.StreamRequestHandler):
         if not hmac.compare_digest(head.get("token", "").encode(), TOKEN):
             self.wfile.write(b'{"refused": "token"}\n')
             return
+        if "fetch" in head:
+            with LOCK:
+                known = JOBS.get(head["fetch"])
+            if known is not None:
+                known[0].wait()
+            if known is None or known[1] is None:
+                self.wfile.write(b'{"unknown": true}\n')
+            else:
+                self.wfile.write(known[1])
+            return
+        entry = job(head["id"])
         data = self.rfile.read(head["stdin"]) if head["stdin"] >= 0 else None
-        try:
-            proc = subprocess.Popen(head["argv"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    stdin=subprocess.DEVNULL if data is None else subprocess.PIPE)
-            out, err = proc.communicate(data)
-            rc = proc.returncode
-        except OSError as exc:
-            out, err, rc = b"", str(exc).encode(), 127
-        self.wfile.write(json.dumps({"rc": rc, "out": len(out), "err": len(err)}).encode()
-                         + b"\n" + out + err)
+        if data is not None and len(data) != head["stdin"]:
+            entry[0].set()  # cut short: dropped, never run
+            return
+        entry[1] = run(head, data)
+        entry[0].set()
+        self.wfile.write(entry[1])
 
 class Server(socketserver.ThreadingTCPServer):
     daemon_threads = True
@@ -207,27 +246,69 @@ class Connection(Podman):
         return channel
 
     def _over(self, channel, argv, in_data):
-        """argv run on the channel: (rc, stdout, stderr); ChannelGone when nothing ran."""
+        """argv run on the channel: (rc, stdout, stderr); ChannelGone when nothing ran. A
+        connection lost before the answer asks for the answer again by the request's id."""
         address, token = channel
         data = b"" if in_data is None else to_bytes(in_data)
-        head = {"token": token, "argv": argv, "stdin": -1 if in_data is None else len(data)}
+        key = secrets.token_hex(8)
+        head = {"token": token, "id": key, "argv": argv,
+                "stdin": -1 if in_data is None else len(data)}
         display.vvv("CHANNEL %s %s" % (address, argv), host=self._container_id)
         try:
-            sock = socket.create_connection((address, CHANNEL_PORT), timeout=10)
+            sock = self._connect_channel(address)
         except OSError as exc:
             raise ChannelGone(exc) from exc
-        with sock:
-            sock.settimeout(None)  # a module runs as long as it runs
-            sock.sendall(json.dumps(head).encode() + b"\n" + data)
-            answer = sock.makefile("rb")
-            line = answer.readline()
-            if not line:
-                raise AnsibleConnectionFailure("the podman channel to %s closed without an "
-                                               "answer" % self._container_id)
-            reply = json.loads(line)
-            if "refused" in reply:  # another channel holds the port: nothing ran
-                raise ChannelGone(reply["refused"])
-            out, err = answer.read(reply["out"]), answer.read(reply["err"])
+        try:
+            with sock:
+                sock.sendall(json.dumps(head).encode() + b"\n" + data)
+                return self._answer(sock)
+        except (OSError, EOFError) as exc:
+            display.warning("podman channel to %s lost the connection (%s): asking for the "
+                            "answer of request %s again" % (self._container_id, exc, key))
+        return self._reclaim(address, token, key, argv, in_data)
+
+    def _reclaim(self, address, token, key, argv, in_data):
+        """The answer of request `key`, asked for on new connections; the request sent again
+        (as a new one) when the channel says it never arrived whole."""
+        for _ in range(RECLAIMS):
+            try:
+                with self._connect_channel(address) as sock:
+                    sock.sendall(json.dumps({"token": token, "fetch": key}).encode() + b"\n")
+                    return self._answer(sock)
+            except ChannelGone:  # never arrived whole: nothing ran
+                return self._over((address, token), argv, in_data)
+            except (OSError, EOFError) as exc:
+                display.warning("podman channel to %s: %s; asking again" % (self._container_id, exc))
+                time.sleep(1)
+        raise AnsibleConnectionFailure("the podman channel to %s did not give the answer of "
+                                       "request %s in %d tries" % (self._container_id, key, RECLAIMS))
+
+    @staticmethod
+    def _connect_channel(address):
+        """A connection to the channel that notices a silent peer (keepalive), then blocks as
+        long as a module runs."""
+        sock = socket.create_connection((address, CHANNEL_PORT), timeout=10)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        idle, interval, probes = KEEPALIVE
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, idle)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, interval)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, probes)
+        sock.settimeout(None)  # a module runs as long as it runs
+        return sock
+
+    def _answer(self, sock):
+        """(rc, stdout, stderr) read from the channel; ChannelGone when it refused or does not
+        know the request; EOFError when the connection ended before the whole answer."""
+        answer = sock.makefile("rb")
+        line = answer.readline()
+        if not line:
+            raise EOFError("closed without an answer")
+        reply = json.loads(line)
+        if "refused" in reply or "unknown" in reply:  # nothing ran
+            raise ChannelGone(reply)
+        out, err = answer.read(reply["out"]), answer.read(reply["err"])
+        if len(out) != reply["out"] or len(err) != reply["err"]:
+            raise EOFError("the answer was cut short")
         return reply["rc"], out, err
 
     def put_file(self, in_path, out_path):
