@@ -242,3 +242,27 @@ def test_every_spec_default_is_the_roles_default():
                 assert name in defaults, f"{where} has a spec default but none in defaults/main.yml"
                 assert option["default"] == defaults[name], \
                     f"{where}: spec default {option['default']!r}, defaults/main.yml {defaults[name]!r}"
+
+
+def roles_included(role):
+    """The roles a role's tasks include or import (include_role, import_role), by short name."""
+    names = set()
+    for path in (ROOT / "roles" / role / "tasks").glob("*.yml"):
+        for task, _ in role_tasks(path):
+            for key in ("ansible.builtin.include_role", "ansible.builtin.import_role"):
+                if isinstance(task.get(key), dict):
+                    names.add(task[key]["name"].rsplit(".", 1)[-1])
+    return names - {role}
+
+
+def test_no_role_includes_a_role_that_includes_it_back():
+    """Role inclusion goes one way (sglang_tune -> sglang -> sglang_router): a role that
+    included one that includes it back would tie their entry points and variables together."""
+    graph = {path.name: roles_included(path.name) for path in (ROOT / "roles").iterdir()}
+    assert graph["sglang_tune"] == {"sglang"} and graph["sglang"] == {"sglang_router"}, graph
+
+    def reaches(start, goal, seen=()):
+        return any(nxt == goal or (nxt not in seen and reaches(nxt, goal, seen + (nxt,)))
+                   for nxt in graph.get(start, ()))
+
+    assert not [role for role in graph if reaches(role, role)], graph
