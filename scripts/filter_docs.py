@@ -42,7 +42,7 @@ def filters():
 def _role_files():
     """(path relative to the repo, its lines) of every role task, template and vars file and
     playbook, read once for all the filters' examples."""
-    paths = sorted([*ROOT.glob("roles/*/tasks/*.yml"), *ROOT.glob("roles/*/templates/*"),
+    paths = sorted([*ROOT.glob("roles/*/tasks/**/*.yml"), *ROOT.glob("roles/*/templates/*"),
                     *ROOT.glob("roles/*/vars/*.yml"), *ROOT.glob("playbooks/*.yml")])
     return tuple((str(path.relative_to(ROOT)), path.read_text(encoding="utf-8").splitlines())
                  for path in paths)

@@ -91,7 +91,7 @@ def play(playbook, extravars=None, check=False, diff=False, verbosity=0):
         shutil.rmtree(data, ignore_errors=True)
 
 
-# The restart begins with the stop (_restart.yml: stop, free the port and GPUs, start).
+# The restart begins with the stop (service/restart.yml: stop, free the port and GPUs, start).
 RESTART = "Stop the release that served"
 READY = "Wait until SGLang generates tokens"
 

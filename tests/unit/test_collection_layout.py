@@ -73,7 +73,7 @@ def test_the_one_link_finds_the_repository_as_the_collection():
 def test_roles_and_playbooks_call_the_modules_by_fqcn():
     modules = sorted(p.stem for p in (ROOT / "plugins" / "modules").glob("sglang_*.py"))
     short = re.compile(r"^\s+(?:- )?(%s):|module:\s*(%s)\b" % (("|".join(modules),) * 2))
-    files = [*ROOT.glob("roles/*/tasks/*.yml"), *ROOT.glob("playbooks/*.yml"),
+    files = [*ROOT.glob("roles/*/tasks/**/*.yml"), *ROOT.glob("playbooks/*.yml"),
              *ROOT.glob("molecule/*/*.yml")]
     found = [f"{path.relative_to(ROOT)}:{n}" for path in files
              for n, line in enumerate(path.read_text().splitlines(), 1) if short.search(line)]

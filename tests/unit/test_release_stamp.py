@@ -20,7 +20,7 @@ PLAYBOOK = """
     - name: Stamp
       ansible.builtin.include_role:
         name: sglang
-        tasks_from: _stamp
+        tasks_from: inputs/stamp
     - name: Let the next batch start in another second
       ansible.builtin.pause:
         seconds: 2

@@ -12,7 +12,7 @@ import yaml
 
 from support import ROOT
 
-TASK_FILES = sorted(ROOT.glob("roles/*/tasks/*.yml"))
+TASK_FILES = sorted(ROOT.glob("roles/*/tasks/**/*.yml"))
 PLAYBOOKS = [ROOT / "deploy.yml", *sorted(ROOT.glob("playbooks/*.yml"))]
 
 
@@ -58,7 +58,7 @@ def test_no_input_is_named_like_an_internal_fact():
         assert not [name for name in names if name.startswith("_")], defaults
 
 
-# What --tags preflight may run: reads, checks and reports. The two writes of _judge_release.yml
+# What --tags preflight may run: reads, checks and reports. The two writes of release/judge.yml
 # run only after a release was rendered in this run, which --tags preflight does not do.
 READ_ONLY = {"ansible.builtin.assert", "ansible.builtin.set_fact", "ansible.builtin.debug",
              "ansible.builtin.fail", "ansible.builtin.meta", "ansible.builtin.include_tasks",
@@ -142,8 +142,10 @@ def test_tags_preflight_runs_only_read_only_checks(tmp_path):
 
 
 # Task files: an entry point (a spec in meta/argument_specs.yml, `tasks_from: <name>`) has a
-# plain name; an internal step, imported or included by the role itself, starts with `_`.
+# plain name at the top of tasks/; an internal step, imported or included by the role itself,
+# lives in the folder of its phase (the deploy role) or starts with `_` (the tuner's few).
 HEADED_ROLES = ("sglang", "sglang_tune")
+PHASES = ["inputs", "host", "env", "release", "service", "proof", "rollback", "step"]
 FACT = re.compile(r"\b__sglang_\w+")
 
 
@@ -157,6 +159,17 @@ def test_task_files_are_entry_points_or_marked_internal():
         files = {path.stem for path in (ROOT / f"roles/{role}/tasks").glob("*.yml")}
         public = {name for name in files if not name.startswith("_")}
         assert public == entry_points(role), role
+
+
+def test_the_deploy_roles_steps_are_in_the_folders_of_their_phases():
+    """tasks/ shows the order: the entry points, then one folder per phase, as the role's
+    README lists them; no step is left at the top, none nested deeper."""
+    tasks = ROOT / "roles/sglang/tasks"
+    assert sorted(p.name for p in tasks.iterdir() if p.is_dir()) == sorted(PHASES)
+    assert not list(tasks.glob("_*.yml")) and not list(tasks.glob("*/*/*.yml"))
+    readme = (ROOT / "roles/sglang/README.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^\| `(\w+)/` \|", readme, re.M)
+    assert listed == PHASES, listed
 
 
 def strings(node):
@@ -175,8 +188,9 @@ def facts_of(path):
     """(read, set): the internal facts a task file uses that none of its tasks sets, and those
     it sets (set_fact, register). Names a task passes in `vars:` and the role's vars/main.yml
     values are neither."""
-    role_vars = set(yaml.safe_load((path.parents[1] / "vars/main.yml").read_text(encoding="utf-8"))
-                    if (path.parents[1] / "vars/main.yml").exists() else {})
+    role = next(parent for parent in path.parents if parent.parent.name == "roles")
+    role_vars = set(yaml.safe_load((role / "vars/main.yml").read_text(encoding="utf-8"))
+                    if (role / "vars/main.yml").exists() else {})
     sets, passed, used = set(), set(), set()
     for task, _ in role_tasks(path):
         sets |= {name for name in set_names(task) if name.startswith("__sglang_")}
@@ -189,7 +203,7 @@ def facts_of(path):
 
 def test_each_task_file_starts_with_what_it_does_and_the_facts_it_reads_and_sets():
     for role in HEADED_ROLES:
-        for path in sorted((ROOT / f"roles/{role}/tasks").glob("*.yml")):
+        for path in sorted((ROOT / f"roles/{role}/tasks").glob("**/*.yml")):
             lines = path.read_text(encoding="utf-8").splitlines()
             assert lines[0] == "---" and lines[1].startswith("# "), path
             assert lines[2].startswith("# Reads: "), path
@@ -247,7 +261,7 @@ def test_every_spec_default_is_the_roles_default():
 def roles_included(role):
     """The roles a role's tasks include or import (include_role, import_role), by short name."""
     names = set()
-    for path in (ROOT / "roles" / role / "tasks").glob("*.yml"):
+    for path in (ROOT / "roles" / role / "tasks").glob("**/*.yml"):
         for task, _ in role_tasks(path):
             for key in ("ansible.builtin.include_role", "ansible.builtin.import_role"):
                 if isinstance(task.get(key), dict):

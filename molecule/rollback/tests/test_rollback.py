@@ -185,7 +185,7 @@ OFFLINE = {"sglang_pip_wheelhouse_src": "", "sglang_pip_wheelhouse": "",
            "sglang_pip_no_index": False, "sglang_pip_index_url": "http://127.0.0.1:9/simple"}
 
 
-ENV_TASK = "Build the env of the pinned set, or check the one built before"  # _env.yml
+ENV_TASK = "Build the env of the pinned set, or check the one built before"  # env/build.yml
 
 
 def task_results(out, prefix):
