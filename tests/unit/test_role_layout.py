@@ -280,3 +280,27 @@ def test_no_role_includes_a_role_that_includes_it_back():
                    for nxt in graph.get(start, ()))
 
     assert not [role for role in graph if reaches(role, role)], graph
+
+
+def writers_of_facts():
+    """{internal fact: the task files and playbooks that set it (set_fact, register)}."""
+    writers = {}
+    for path in TASK_FILES + PLAYBOOKS:
+        tasks = role_tasks(path) if path in TASK_FILES else playbook_tasks(path)
+        for task, _ in tasks:
+            for name in set_names(task):
+                writers.setdefault(name, set()).add(path.relative_to(ROOT).as_posix())
+    return writers
+
+
+def test_internal_facts_and_entry_points_do_not_grow():
+    """A ratchet, lowered as the roles shrink: internal names, names written from more than one
+    file (each another file can clobber), and the deploy role's public entry points. Issue 31
+    aims at 60 names, 5 multi-writer names and at most 10 entry points; a change that adds one
+    must take one away or say why here."""
+    writers = writers_of_facts()
+    multi = sorted(name for name, files in writers.items() if len(files) > 1)
+    print(f"internal facts: {len(writers)}, written from more than one file: {len(multi)}: {multi}")
+    assert len(writers) <= 118, sorted(writers)
+    assert len(multi) <= 13, multi
+    assert len(entry_points("sglang")) <= 10, sorted(entry_points("sglang"))
