@@ -28,5 +28,32 @@ ansible-doc -t filter "${filters[@]}" >/dev/null
 echo "ansible-doc: ${#filters[@]} filters render by FQCN"
 ansible-playbook -i localhost, site.yml --syntax-check
 ansible-playbook -i localhost, site.yml --check
+# Every public entry point of the three roles by FQCN, in check mode, each against a host
+# nothing can reach: the part that runs on the controller runs (argument spec, input checks,
+# rendering, the filters they call), the first task that needs the host ends it as unreachable.
+ANSIBLE_STDOUT_CALLBACK=ansible.builtin.json ansible-playbook -i inventory.yml entry_points.yml \
+  --check >entry_points.json 2>entry_points.err || true
+python3 - entry_points.json <<'CHECK'
+import json, sys
+report = json.load(open(sys.argv[1]))
+# What each host must end as: the render step needs no host; the tuner refuses check mode
+# before it needs one; every other entry point is cut at its first task on the host.
+expected = {"ep_sglang_step": "ok", "ep_tune_main": "refused"}
+messages = {host: result.get("msg", "") for play in report["plays"] for task in play["tasks"]
+            for host, result in task["hosts"].items() if result.get("failed")}
+bad = []
+for host, stats in sorted(report["stats"].items()):
+    if host == "anchor":
+        continue
+    outcome = ("unreachable" if stats["unreachable"] and not stats["failures"]
+               else "refused" if stats["failures"] and "cannot run with --check" in messages.get(host, "")
+               else "ok" if not stats["unreachable"] and not stats["failures"] else "FAILED")
+    want = expected.get(host, "unreachable")
+    print(f"{host:24s} {stats['ok']:3d} tasks ok on the controller, then {outcome}")
+    if outcome != want:
+        bad.append(f"{host}: {outcome}, expected {want}: {messages.get(host, '')[:300]}")
+if len(report["stats"]) != 13 or bad:
+    sys.exit(f"entry points: {len(report['stats']) - 1} of 12 ran; " + "; ".join(bad))
+CHECK
 # The collection's own playbooks resolve its roles by their short names.
 ansible-playbook -i localhost, sglang.deploy.deploy --syntax-check
