@@ -8,7 +8,9 @@ plugins/filter/<name>.yml. That file is written here from one source, the filter
 (the description), its signature (the positional arguments) and the first role or playbook
 that uses it (the example), and committed: the repository is the collection as it installs, and
 `ansible-doc -t filter sglang.deploy.<name>` works in the clone. A filter without a docstring is
-refused.
+refused; so is a filter the roles use in more than one place whose docstring's `Args:` section
+does not say what each positional argument is (one written for a single caller may lean on its
+description instead).
 """
 
 import argparse
@@ -62,19 +64,48 @@ def first_use(fqcn):
     return None, []
 
 
+def split_args(text):
+    """(the docstring without its `Args:` section, {argument: what it is}). The section is a
+    paragraph `Args:` whose lines are `    name: text`, continued by lines indented deeper."""
+    head, found, rest = text.partition("\nArgs:\n")
+    if not found:
+        return text, {}
+    section, _, tail = rest.partition("\n\n")
+    args, name = {}, None
+    for line in section.splitlines():
+        match = re.match(r"    (\w+): (.*)", line)
+        if match:
+            name = match.group(1)
+            args[name] = match.group(2).strip()
+        elif name and line.startswith("     "):
+            args[name] += " " + line.strip()
+    return (head + ("\n\n" + tail if tail else "")).strip(), args
+
+
+def uses(fqcn):
+    """How many times the roles and playbooks call filter `fqcn`."""
+    pattern = re.compile(re.escape(fqcn) + r"\b")
+    return sum(len(pattern.findall(line)) for _, lines in _role_files() for line in lines)
+
+
 def filter_doc(name, function, collection):
     """The documentation of one filter, from its docstring and signature."""
-    text = inspect.getdoc(function) or ""
+    text, said = split_args(inspect.getdoc(function) or "")
     if not text:
         raise SystemExit(f"filter {name} has no docstring: write one, it is its documentation")
     paragraphs = [" ".join(p.split()) for p in text.split("\n\n") if p.strip()]
     short = re.split(r"(?<=[.:])\s", paragraphs[0], maxsplit=1)[0].rstrip(":.")
     params = list(inspect.signature(function).parameters.values())
-    options = {"_input": {"description": f"C({params[0].name}), the value the filter is applied to.",
-                          "type": "raw", "required": True}}
+    unsaid = [p.name for p in params[1:] if p.name not in said]
+    if unsaid and uses(f"{collection}.{name}") > 1:
+        raise SystemExit(f"filter {name} is used in more than one place: its docstring's Args: "
+                         f"section must say what {', '.join(unsaid)} is")
+    applied_to = f"C({params[0].name}), the value the filter is applied to"
+    options = {"_input": {"description": f"{applied_to}: {said[params[0].name]}" if params[0].name in said
+                          else f"{applied_to}.", "type": "raw", "required": True}}
     for param in params[1:]:
-        option = {"description": f"C({param.name}), positional argument {len(options)} "
-                                 "(see the description).", "type": "raw"}
+        option = {"description": said.get(param.name) or f"C({param.name}), positional argument "
+                                 f"{len(options)} (see the description).", "type": "raw"}
         if param.default is inspect.Parameter.empty:
             option["required"] = True
         elif param.default is not None:

@@ -517,6 +517,21 @@ def sglang_preflight(facts, args, env=None, expect=None, strict=False, resolutio
     "unknown". `args_check` (sglang_args_check) is the flag check when resolution could not
     run. `import_must_work`: the release runs sglang.launch_server, so an ml-env that cannot
     import sglang fails (the server would fail the same way).
+
+    Args:
+        facts: what sglang_facts read on the host (SGLang's sources, the model, the GPUs,
+            NCCL).
+        args: the server arguments (SGLang's option names without --) the release runs with.
+        env: the server's environment variables.
+        expect: the operator's expectations (sglang_expect merged over the profile's).
+        strict: refuse every warning and unknown too, not only failures.
+        resolution: what sglang_resolve returned (SGLang's own resolution), none when it did
+            not run.
+        api_key_set: whether the server gets an API key (its row, without the key).
+        args_check: what sglang_args_check returned, the flag check when resolution could not
+            run.
+        import_must_work: the release runs sglang.launch_server: an ml-env that cannot import
+            sglang fails.
     """
     if not isinstance(facts, dict) or not isinstance(args, dict):
         raise AnsibleFilterError("sglang_preflight: facts and args must be mappings")

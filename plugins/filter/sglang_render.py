@@ -178,7 +178,11 @@ def sglang_config_yaml(args):
 
 
 def sglang_env_merge(profile, overrides=None):
-    """Profile env, then the operator's sglang_env (a null value removes a variable)."""
+    """Profile env, then the operator's sglang_env (a null value removes a variable).
+
+    Args:
+        overrides: sglang_env: variables that replace the profile's; a null value removes one.
+    """
     sglang_profile_check(profile)
     merged = {}
     for where, source in (("sglang_profile.env", profile.get("env") or {}),
@@ -197,7 +201,12 @@ def sglang_env_merge(profile, overrides=None):
 
 
 def sglang_expect_merge(profile, overrides=None):
-    """The profile's expectations, then the operator's sglang_expect (a null value removes one)."""
+    """The profile's expectations, then the operator's sglang_expect (a null value removes one).
+
+    Args:
+        overrides: sglang_expect: expectations that replace the profile's; a null value
+            removes one.
+    """
     merged = dict(profile.get("expect") or {})
     if not isinstance(overrides or {}, dict):
         raise AnsibleFilterError("sglang_expect must be a mapping")
@@ -219,7 +228,14 @@ def sglang_env_file(env):
 
 
 def sglang_pip_args(index_url="", extra_index_urls=None, wheelhouse="", no_index=False):
-    """pip options for online installs, private indexes or an offline wheelhouse."""
+    """pip options for online installs, private indexes or an offline wheelhouse.
+
+    Args:
+        index_url: sglang_pip_index_url: the index in place of PyPI (empty: pip's default).
+        extra_index_urls: sglang_pip_extra_index_urls: more indexes to search.
+        wheelhouse: the directory of wheels on the host (--find-links).
+        no_index: install from the wheelhouse alone (--no-index); refused without one.
+    """
     extra_index_urls = extra_index_urls or []
     if no_index and not wheelhouse:
         raise AnsibleFilterError(
@@ -259,6 +275,14 @@ def sglang_unit_hardening(hardening, paths=(), cache_dir="", read_write_paths=()
     its kernels write (plugin_utils/sglang_cache_env.py: SGLang, its JIT, Triton, Inductor, CUDA, TileLang,
     FlashInfer, the hub) is moved to `cache_dir`, the one writable place next to
     `read_write_paths`.
+
+    Args:
+        hardening: sglang_service_hardening: systemd sandboxing settings, a mapping (empty:
+            none).
+        paths: the ml-env, model and base directory, which decide ProtectHome.
+        cache_dir: the service user's cache directory, the one writable place SGLang's caches
+            move to.
+        read_write_paths: sglang_service_read_write_paths: more places the service may write.
     """
     hardening = {} if hardening is None else plain(hardening)
     if not isinstance(hardening, dict):
@@ -333,7 +357,13 @@ def sglang_multinode(hosts, host, hostvars, port=50000, nccl_env=None):
 
 
 def sglang_secrets_json(api_key="", admin_api_key=""):
-    """The 0600 secrets file launch.py reads. Messages never quote a key."""
+    """The 0600 secrets file launch.py reads. Messages never quote a key.
+
+    Args:
+        api_key: sglang_api_key, the key clients send (empty: none).
+        admin_api_key: sglang_admin_api_key, the key of SGLang's admin endpoints (empty:
+            none).
+    """
     secrets = {}
     for variable, arg, value in (("sglang_api_key", "api-key", api_key),
                                  ("sglang_admin_api_key", "admin-api-key", admin_api_key)):

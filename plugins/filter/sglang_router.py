@@ -21,7 +21,13 @@ SAFE_TOKEN = re.compile(r"^[][A-Za-z0-9_./:@,=+-]+$")
 
 
 def sglang_router_worker_url(host, hostvars):
-    """http://<sglang_advertise_host, ansible_host or the name>:<sglang_port> of a replica."""
+    """http://<sglang_advertise_host, ansible_host or the name>:<sglang_port> of a replica.
+
+    Args:
+        host: the replica's inventory name.
+        hostvars: Ansible's hostvars, for that host's inventory inputs (sglang_advertise_host,
+            ansible_host, sglang_port).
+    """
     port = hostvars[host].get("sglang_port") or 30000
     return f"http://{advertised_address(host, hostvars)}:{int(port)}"
 

@@ -288,7 +288,13 @@ def sglang_tune_knob_candidates(plan, incumbent, knob_name, known_keys, sglang_v
 
 @own_errors
 def sglang_tune_score(smoke, objective):
-    """The objective's figure from one smoke result, or None with the reason it does not count."""
+    """The objective's figure from one smoke result, or None with the reason it does not count.
+
+    Args:
+        smoke: what sglang_smoke measured for one candidate.
+        objective: the plan's objective: the metric, the concurrency level it is read at, the
+            TTFT ceiling.
+    """
     level = next((lv for lv in (smoke or {}).get("levels") or []
                   if lv.get("concurrency") == objective["concurrency"]), None)
     if level is None:
@@ -342,7 +348,16 @@ def sglang_tune_best(results, incumbent, noise):
 
 @own_errors
 def sglang_tune_budget(restarts, started_at, now, max_restarts, max_wall_s, need=1):
-    """Whether `need` more restarts fit: {ok, reason}."""
+    """Whether `need` more restarts fit: {ok, reason}.
+
+    Args:
+        restarts: the restarts the sweep spent so far.
+        started_at: when the sweep started (seconds since the epoch).
+        now: the time now (seconds since the epoch).
+        max_restarts: sglang_tune_max_restarts.
+        max_wall_s: sglang_tune_max_wall_s.
+        need: the restarts the next step takes.
+    """
     if int(restarts) + int(need) > int(max_restarts):
         return {"ok": False, "reason": f"restart budget spent ({restarts} of {max_restarts})"}
     elapsed = float(now) - float(started_at)
@@ -428,7 +443,13 @@ def sglang_tune_leaderboard(results, objective, winner_key=None):
 @own_errors
 def sglang_tune_server_args(winner, start_args, operator_args=None):
     """The inventory's sglang_server_args that make the winner: the operator's own, with what
-    the winner changed from the starting configuration, as YAML."""
+    the winner changed from the starting configuration, as YAML.
+
+    Args:
+        winner: the sweep's winner (its changes from the starting configuration).
+        start_args: the server arguments the sweep started from.
+        operator_args: the inventory's sglang_server_args before the sweep.
+    """
     merged = dict(operator_args or {})
     for key, value in winner["args"].items():
         if _canon(start_args.get(key)) != _canon(value):

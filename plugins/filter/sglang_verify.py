@@ -48,7 +48,13 @@ def _speculative_check(effective, expect, predicted):
 
 def sglang_verify(effective, preflight, expect=None):
     """{ok, checks, failures, warnings}: a required setting that did not resolve fails; a
-    resolved value that differs from the prediction is reported with both values."""
+    resolved value that differs from the prediction is reported with both values.
+
+    Args:
+        effective: what the live server resolved (sglang_effective of its /server_info).
+        preflight: what sglang_preflight predicted for the release.
+        expect: the operator's expectations (sglang_expect merged over the profile's).
+    """
     expect = check_expect(expect)
     predicted = {r["name"]: r["predicted"] for r in (preflight or {}).get("rows", [])}
     checks = [_graph_check(setting, effective.get(setting), expect.get(setting, "auto"), predicted)
@@ -115,7 +121,18 @@ def sglang_smoke_gate(smoke, min_decode_tok_s=None, max_ttft_ms=None, baseline=N
     `regressions` is what a regression beyond the tolerance does: `refuse` (a deploy: the
     baseline is the release it replaces) or `warn` (a rollback: the baseline is the release's
     own figures from when it was proven, and going back is not refused for being slower than
-    then, on a host that may be loaded; the floors still refuse)."""
+    then, on a host that may be loaded; the floors still refuse).
+
+    Args:
+        smoke: what sglang_smoke measured.
+        min_decode_tok_s: the floor of tok/s per user at the first concurrency level (none: no
+            floor).
+        max_ttft_ms: the cap of the p99 time to first token (none: no cap).
+        baseline: the smoke record of the release to compare with (none: no comparison).
+        tolerance: the fraction by which a figure may fall behind the baseline.
+        regressions: refuse or warn, what a regression beyond the tolerance does (see the
+            description).
+    """
     floor, ttft_cap, tolerance = sglang_smoke_limits(min_decode_tok_s, max_ttft_ms, tolerance)
     if regressions not in ("refuse", "warn"):
         raise AnsibleFilterError(f"sglang_smoke_gate: regressions is 'refuse' or 'warn', got "
@@ -207,6 +224,16 @@ def sglang_ceiling(facts, smoke, tp_size, bandwidth_gbs):
 
     Each decode step reads every weight once; with tensor parallel each GPU reads its share:
     steps/s <= bandwidth / (weight bytes / tp). Times the accept length gives tokens/s.
+
+    Args:
+        facts: what sglang_facts read on the host (its GPUs and the checkpoint's weight
+            bytes).
+        smoke: what sglang_smoke measured (its first level's tok/s per user, the accept
+            length).
+        tp_size: the tensor parallel size the server resolved: each GPU reads its share of the
+            weights.
+        bandwidth_gbs: sglang_gpu_bandwidth_gbs, GB/s by a piece of the GPU's name (the
+            longest piece found in it counts).
     """
     facts, smoke = _mapping(facts), _mapping(smoke)
     weight_bytes = positive(_mapping(facts.get("model")).get("weight_bytes"))
@@ -252,7 +279,13 @@ def sglang_smoke_table(gate, ceiling=None):
     """Lines of the smoke test's table: per concurrency level TTFT, TPOT, tok/s and the baseline.
 
     `gate` is what sglang_smoke_gate returned; `ceiling` (sglang_ceiling) adds the bandwidth
-    bound and the fraction of it measured."""
+    bound and the fraction of it measured.
+
+    Args:
+        gate: what sglang_smoke_gate returned.
+        ceiling: what sglang_ceiling returned: the bandwidth bound and the fraction of it
+            measured.
+    """
     head = (f"{'conc':>4} {'ok/fail':>7} {'TTFT p50':>9} {'p99':>7} {'TPOT p50':>9} {'p99':>7} "
             f"{'tok/s/user':>10} {'out tok/s':>9}   baseline tok/s/user, out tok/s, TTFT p50")
     lines = [head]
@@ -283,7 +316,13 @@ def sglang_verify_table(verification, evidence=None):
     """Lines saying what the server resolved, each check against the prediction, then failures.
 
     `verification` is what sglang_verify returned; `evidence` (sglang_journal's) adds the
-    journal lines of this start that show capture or a setting SGLang turned off."""
+    journal lines of this start that show capture or a setting SGLang turned off.
+
+    Args:
+        verification: what sglang_verify returned.
+        evidence: sglang_journal's evidence: the lines of this start that show capture or a
+            setting SGLang turned off.
+    """
     eff = verification["effective"]
     lines = [f"server resolved (sglang {eff.get('version')}, /server_info shape: {eff['shape']}): "
              f"decode graph {eff['decode_cuda_graph']} ({eff['decode_backend']}, max bs "
