@@ -76,9 +76,21 @@ def sglang_fleet_merge(read, hosts, hostvars):
     return out
 
 
+def sglang_fleet_report(read, hosts, hostvars):
+    """Lines of the fleet's table: host, release it serves, status, sglang version, this run.
+
+    Args:
+        read: the loop results of sglang_release state=info on the hosts sglang_fleet_unread
+            named.
+        hosts: every host of the rollout, in order (ansible_play_hosts_all).
+        hostvars: Ansible's hostvars, for what this run did on each host (failed, unchanged,
+            deployed) and the release an unchanged host was found serving.
+    """
+    return sglang_fleet_table(sglang_fleet_merge(read, hosts, hostvars),
+                              sglang_fleet_outcomes(hosts, hostvars))
+
+
 class FilterModule:
     def filters(self):
-        return {"sglang_fleet_outcomes": own_errors(sglang_fleet_outcomes),
-                "sglang_fleet_unread": own_errors(sglang_fleet_unread),
-                "sglang_fleet_merge": own_errors(sglang_fleet_merge),
-                "sglang_fleet_table": own_errors(sglang_fleet_table)}
+        return {"sglang_fleet_unread": own_errors(sglang_fleet_unread),
+                "sglang_fleet_report": own_errors(sglang_fleet_report)}

@@ -491,7 +491,6 @@ class FilterModule:
             "sglang_tune_knob_candidates": sglang_tune_knob_candidates,
             "sglang_tune_score": sglang_tune_score,
             "sglang_tune_noise": sglang_tune_noise,
-            "sglang_tune_beats": sglang_tune_beats,
             "sglang_tune_best": sglang_tune_best,
             "sglang_tune_budget": sglang_tune_budget,
             "sglang_tune_finalists": sglang_tune_finalists,

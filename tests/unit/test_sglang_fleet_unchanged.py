@@ -1,7 +1,8 @@
 """The fleet report reads again only the hosts whose release this run does not know."""
 
 from ansible_collections.sglang.deploy.plugins.filter.sglang_fleet import (
-    sglang_fleet_merge, sglang_fleet_outcomes, sglang_fleet_table, sglang_fleet_unread)
+    sglang_fleet_merge, sglang_fleet_outcomes, sglang_fleet_report, sglang_fleet_table,
+    sglang_fleet_unread)
 
 HOSTVARS = {
     "a": {"__sglang_unchanged": True, "__sglang_release_planned": {
@@ -24,3 +25,5 @@ def test_an_unchanged_host_is_reported_from_this_run_in_host_order():
     assert lines[2].split() == ["a", "r1", "good", "0.5.23", "unchanged,", "proven", "serving",
                                 "in", "this", "run"]
     assert lines[3].split()[:4] == ["b", "r2", "good", "0.5.23"]
+    # The one filter the role calls: the table of the merged answers and this run's outcomes.
+    assert sglang_fleet_report(read, ["a", "b"], HOSTVARS) == lines
