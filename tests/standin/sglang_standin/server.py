@@ -160,15 +160,11 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.close_connection = True
         want_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        # The decode is paced from the first chunk as sent: a first chunk a loaded host sent
-        # late shifts the rest, so the stream is never faster than the knob (catching up would
-        # make it so).
-        first_at, late = None, 0.0
+        first_at = None
         for at, n in engine.schedule(max_tokens):
-            _sleep_until(start + at + late)
+            _sleep_until(start + at)
             if first_at is None:
                 first_at = time.monotonic() - start
-                late = max(0.0, first_at - at)
             text = "tok " * n
             delta = {"content": text} if chat else None
             choice = {"index": 0, "finish_reason": None}
