@@ -9,16 +9,29 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
 
 
-def sglang_fleet_outcomes(hosts, hostvars):
-    """{host: what this run did}: failed (and rolled back), deployed, or not reached."""
+def _aligned(hosts, **columns):
+    """The columns as one dict per host, refused when a column is not one value per host."""
+    if not isinstance(hosts, list):
+        raise AnsibleFilterError("expected the rollout's hosts as a list")
+    for name, column in columns.items():
+        if not isinstance(column, list) or len(column) != len(hosts):
+            raise AnsibleFilterError(f"{name}: expected one value per host ({len(hosts)}), "
+                                     f"got {column!r:.80}")
+    return {host: {name: column[i] for name, column in columns.items()}
+            for i, host in enumerate(hosts)}
+
+
+def sglang_fleet_outcomes(hosts, failed, unchanged, prepared):
+    """{host: what this run did}: failed (and rolled back), deployed, or not reached.
+
+    failed, unchanged, prepared: one value per host, in the order of hosts."""
     out = {}
-    for host in hosts:
-        facts = hostvars[host]
-        if facts.get("__sglang_rollout_failed"):
+    for host, run in _aligned(hosts, failed=failed, unchanged=unchanged, prepared=prepared).items():
+        if run["failed"]:
             out[host] = "failed in this run"
-        elif facts.get("__sglang_unchanged"):
+        elif run["unchanged"]:
             out[host] = "unchanged, proven serving in this run"
-        elif facts.get("__sglang_release_prepared") is not None:
+        elif run["prepared"] is not None:
             out[host] = "deployed in this run"
         else:
             out[host] = "not reached: unchanged"
@@ -51,23 +64,29 @@ def sglang_fleet_table(results, outcomes):
     return lines
 
 
-def sglang_fleet_unread(hosts, hostvars):
-    """The hosts whose release this run does not know yet: the others need no read."""
-    return [host for host in hosts if not hostvars[host].get("__sglang_unchanged")]
+def sglang_fleet_unread(hosts, unchanged):
+    """The hosts whose release this run does not know yet: the others need no read.
+
+    Args:
+        hosts: every host of the rollout, in order (ansible_play_hosts_all).
+        unchanged: one boolean per host: this run found it unchanged (and read its release).
+    """
+    return [host for host, run in _aligned(hosts, unchanged=unchanged).items()
+            if not run["unchanged"]]
 
 
-def sglang_fleet_merge(read, hosts, hostvars):
+def sglang_fleet_merge(read, hosts, planned):
     """The hosts' answers in host order: read ones as they are, unchanged ones from this run.
 
     A host found unchanged in this run was read in this run (its current release and manifest,
-    `__sglang_release_planned`), so its answer is built from that instead of read again."""
+    one entry of planned), so its answer is built from that instead of read again."""
     by_host = {str(result.get("item")): result for result in read or []}
     out = []
-    for host in hosts:
+    for host, run in _aligned(hosts, planned=planned).items():
         if host in by_host:
             out.append(by_host[host])
             continue
-        planned = hostvars[host].get("__sglang_release_planned") or {}
+        planned = run["planned"] or {}
         manifest = planned.get("manifest") or {}
         out.append({"item": host, "current": planned.get("current") or "",
                     "releases": [{"id": planned.get("current"),
@@ -76,18 +95,22 @@ def sglang_fleet_merge(read, hosts, hostvars):
     return out
 
 
-def sglang_fleet_report(read, hosts, hostvars):
+def sglang_fleet_report(read, hosts, failed, unchanged, prepared, planned):
     """Lines of the fleet's table: host, release it serves, status, sglang version, this run.
 
     Args:
         read: the loop results of sglang_release state=info on the hosts sglang_fleet_unread
             named.
         hosts: every host of the rollout, in order (ansible_play_hosts_all).
-        hostvars: Ansible's hostvars, for what this run did on each host (failed, unchanged,
-            deployed) and the release an unchanged host was found serving.
+        failed: one boolean per host: its deploy failed in this run (and was rolled back).
+        unchanged: one boolean per host: this run found it unchanged.
+        prepared: one value per host: the release this run prepared on it, none where it
+            prepared none.
+        planned: one value per host: the current release and manifest this run read on it
+            (sglang_release_plan's answer), or empty.
     """
-    return sglang_fleet_table(sglang_fleet_merge(read, hosts, hostvars),
-                              sglang_fleet_outcomes(hosts, hostvars))
+    return sglang_fleet_table(sglang_fleet_merge(read, hosts, planned),
+                              sglang_fleet_outcomes(hosts, failed, unchanged, prepared))
 
 
 class FilterModule:

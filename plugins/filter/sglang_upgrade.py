@@ -301,11 +301,18 @@ def sglang_upgrade_table(report):
     return lines
 
 
-def sglang_upgrade_summary(hosts, hostvars):
-    """One line per host of a fleet's plans (hosts that made none say why), side by side."""
+def sglang_upgrade_summary(hosts, plans):
+    """One line per host of a fleet's plans (hosts that made none say why), side by side.
+
+    Args:
+        hosts: the hosts that were to plan, in order.
+        plans: one upgrade report per host (sglang_upgrade_report's answer), empty for a host
+            that made none.
+    """
+    if not isinstance(plans, list) or len(plans) != len(hosts):
+        raise AnsibleFilterError(f"plans: expected one per host ({len(hosts)}), got {plans!r:.80}")
     lines = []
-    for host in hosts:
-        report = (hostvars.get(host) or {}).get("__sglang_upgrade")
+    for host, report in zip(hosts, plans):
         if not report:
             lines.append(f"{host}: no plan (it failed before the plan; see its tasks above)")
             continue

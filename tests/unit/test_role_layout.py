@@ -48,6 +48,29 @@ def test_facts_the_roles_set_are_marked_internal():
     assert not offenders, offenders
 
 
+def strings(node):
+    """Every string in a loaded YAML document."""
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for value in node.values():
+            yield from strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from strings(value)
+
+
+def test_an_escape_in_a_template_is_one_yaml_made():
+    """`join('\\n')` in a block or plain scalar reaches Jinja as a backslash and an n, and the
+    operator reads one line with \\n in it: such a template is double-quoted, where YAML makes
+    the newline."""
+    offenders = [f"{path.relative_to(ROOT)}: {text.strip()[:70]}"
+                 for path in TASK_FILES + PLAYBOOKS
+                 for text in strings(yaml.safe_load(path.read_text(encoding="utf-8")))
+                 if "{{" in text and re.search(r"""['"]\\n['"]""", text)]
+    assert not offenders, offenders
+
+
 def test_no_input_is_named_like_an_internal_fact():
     for defaults in ROOT.glob("roles/*/defaults/main.yml"):
         names = yaml.safe_load(defaults.read_text(encoding="utf-8"))

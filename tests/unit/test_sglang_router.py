@@ -42,9 +42,9 @@ def test_bad_router_input_is_refused(workers, extra, message):
 
 
 def test_fleet_table_says_which_host_serves_which_release():
-    outcomes = sglang_fleet_outcomes(["a", "b", "c"], {
-        "a": {"__sglang_rollout_failed": True, "__sglang_release_prepared": {}},
-        "b": {"__sglang_release_prepared": {"release": "r2"}}, "c": {}})
+    outcomes = sglang_fleet_outcomes(["a", "b", "c"], failed=[True, False, False],
+                                     unchanged=[False, False, False],
+                                     prepared=[{}, {"release": "r2"}, None])
     results = [
         {"item": "a", "current": "r1", "releases": [{"id": "r1", "status": "good",
                                                       "sglang_version": "0.5.23"}]},

@@ -157,11 +157,9 @@ def test_a_report_without_verdicts_is_refused():
 
 def test_a_fleet_reads_one_line_per_host():
     ready = plan()
-    hostvars = {"gpu-a": {"__sglang_upgrade": ready},
-                "gpu-b": {"__sglang_upgrade": plan(prereqs={
-                    "facts": {}, "failures": ["driver: NVIDIA driver 570 is older than 580"]})},
-                "gpu-c": {}}
-    lines = up.sglang_upgrade_summary(["gpu-a", "gpu-b", "gpu-c"], hostvars)
+    plans = [ready, plan(prereqs={"facts": {}, "failures": [
+        "driver: NVIDIA driver 570 is older than 580"]}), {}]
+    lines = up.sglang_upgrade_summary(["gpu-a", "gpu-b", "gpu-c"], plans)
     assert lines[0] == (f"gpu-a: sglang 0.5.15 -> 0.5.23: ready, {len(ready['differences'])} "
                         "resolved fields differ")
     assert lines[1].endswith("changes needed, 2 resolved fields differ; first: driver: NVIDIA "
