@@ -48,18 +48,6 @@ def test_facts_the_roles_set_are_marked_internal():
     assert not offenders, offenders
 
 
-def strings(node):
-    """Every string in a loaded YAML document."""
-    if isinstance(node, str):
-        yield node
-    elif isinstance(node, dict):
-        for value in node.values():
-            yield from strings(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from strings(value)
-
-
 def test_an_escape_in_a_template_is_one_yaml_made():
     """`join('\\n')` in a block or plain scalar reaches Jinja as a backslash and an n, and the
     operator reads one line with \\n in it: such a template is double-quoted, where YAML makes
@@ -192,6 +180,7 @@ def test_the_deploy_roles_steps_are_in_the_folders_of_their_phases():
 
 
 def strings(node):
+    """Every string in a loaded YAML document, keys too."""
     if isinstance(node, str):
         yield node
     elif isinstance(node, dict):
