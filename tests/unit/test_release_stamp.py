@@ -17,22 +17,19 @@ PLAYBOOK = """
   gather_facts: false
   serial: [1, "100%"]
   tasks:
+    # Public: the role's vars (vars/main.yml's __sglang_release_stamp) reach the tasks below.
     - name: Stamp
       ansible.builtin.include_role:
         name: sglang
         tasks_from: inputs/stamp
+        public: true
+    - name: Show the stamp as this batch's hosts see it
+      ansible.builtin.debug:
+        msg: "STAMP {{ __sglang_release_stamp }}"
     - name: Let the next batch start in another second
       ansible.builtin.pause:
         seconds: 2
       run_once: true
-
-- name: Report
-  hosts: all
-  gather_facts: false
-  tasks:
-    - name: Show the stamp
-      ansible.builtin.debug:
-        msg: "STAMP {{ __sglang_release_stamp }}"
 """
 
 
