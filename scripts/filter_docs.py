@@ -8,9 +8,8 @@ plugins/filter/<name>.yml. That file is written here from one source, the filter
 (the description), its signature (the positional arguments) and the first role or playbook
 that uses it (the example), and committed: the repository is the collection as it installs, and
 `ansible-doc -t filter sglang.deploy.<name>` works in the clone. A filter without a docstring is
-refused; so is a filter the roles use in more than one place whose docstring's `Args:` section
-does not say what each positional argument is (one written for a single caller may lean on its
-description instead).
+refused, and so is one whose docstring's `Args:` section does not say what each argument is (the
+value it is applied to too): each becomes that option's description in ansible-doc.
 """
 
 import argparse
@@ -82,12 +81,6 @@ def split_args(text):
     return (head + ("\n\n" + tail if tail else "")).strip(), args
 
 
-def uses(fqcn):
-    """How many times the roles and playbooks call filter `fqcn`."""
-    pattern = re.compile(re.escape(fqcn) + r"\b")
-    return sum(len(pattern.findall(line)) for _, lines in _role_files() for line in lines)
-
-
 def filter_doc(name, function, collection):
     """The documentation of one filter, from its docstring and signature."""
     text, said = split_args(inspect.getdoc(function) or "")
@@ -96,16 +89,14 @@ def filter_doc(name, function, collection):
     paragraphs = [" ".join(p.split()) for p in text.split("\n\n") if p.strip()]
     short = re.split(r"(?<=[.:])\s", paragraphs[0], maxsplit=1)[0].rstrip(":.")
     params = list(inspect.signature(function).parameters.values())
-    unsaid = [p.name for p in params[1:] if p.name not in said]
-    if unsaid and uses(f"{collection}.{name}") > 1:
-        raise SystemExit(f"filter {name} is used in more than one place: its docstring's Args: "
-                         f"section must say what {', '.join(unsaid)} is")
-    applied_to = f"C({params[0].name}), the value the filter is applied to"
-    options = {"_input": {"description": f"{applied_to}: {said[params[0].name]}" if params[0].name in said
-                          else f"{applied_to}.", "type": "raw", "required": True}}
+    unsaid = [p.name for p in params if p.name not in said]
+    if unsaid:
+        raise SystemExit(f"filter {name}: its docstring's Args: section must say what "
+                         f"{', '.join(unsaid)} is")
+    options = {"_input": {"description": f"C({params[0].name}), the value the filter is applied "
+                                         f"to: {said[params[0].name]}", "type": "raw", "required": True}}
     for param in params[1:]:
-        option = {"description": said.get(param.name) or f"C({param.name}), positional argument "
-                                 f"{len(options)} (see the description).", "type": "raw"}
+        option = {"description": said[param.name], "type": "raw"}
         if param.default is inspect.Parameter.empty:
             option["required"] = True
         elif param.default is not None:

@@ -10,7 +10,11 @@ import os
 def sglang_unit_hub_env(model_path):
     """`Environment=HF_HUB_OFFLINE=1` when the model is a local directory (an absolute path):
     SGLang then never reaches the hub (no download into the cache, no waiting on a network it
-    may not have). A hub id gets nothing. sglang_env can still set HF_HUB_OFFLINE itself."""
+    may not have). A hub id gets nothing. sglang_env can still set HF_HUB_OFFLINE itself.
+
+    Args:
+        model_path: the server's model-path (a local directory or a hub id).
+    """
     path = str(model_path or "")
     return ["Environment=HF_HUB_OFFLINE=1"] if os.path.isabs(path) else []
 

@@ -57,7 +57,18 @@ def _model(facts, args):
 
 def sglang_host_inputs(facts, args, env=None, fetching=False):
     """{ok, failures}: what the host says against the rendered arguments. A checkpoint the
-    deploy fetches (`fetching`) is not there yet: the fetch checks it once it is."""
+    deploy fetches (`fetching`) is not there yet: the fetch checks it once it is.
+
+    Args:
+        facts: what sglang_facts read on the host before the lock (__sglang_host_facts_before):
+            its GPUs and the model directory with its config.json, a mapping.
+        args: the rendered server arguments (__sglang_server_config), dashed: tp-size and
+            model-path are read.
+        env: the server's environment (__sglang_server_env): its CUDA_VISIBLE_DEVICES picks
+            the GPUs counted.
+        fetching: true when the deploy fetches the checkpoint (sglang_model_fetch set): the
+            model directory is then not checked.
+    """
     if not isinstance(facts, dict) or not isinstance(args, dict):
         raise AnsibleFilterError("sglang_host_inputs: facts and args must be mappings")
     env = dict(env or {})
@@ -72,7 +83,16 @@ FETCH_KEYS = {"repo", "revision", "allow_patterns", "offline", "min_free_gb", "t
 def sglang_fetch_plan(fetch, model_path="", model_revision="", env=None):
     """The checked sglang_model_fetch ({} when off): a hub id, pinned to a full commit, fetched
     into sglang_model_path (an absolute directory). Offline when asked, or when
-    HF_HUB_OFFLINE=1 is in sglang_env: then only what is on disk is used."""
+    HF_HUB_OFFLINE=1 is in sglang_env: then only what is on disk is used.
+
+    Args:
+        fetch: sglang_model_fetch: {repo, revision, allow_patterns, offline, min_free_gb,
+            timeout}, or empty to fetch nothing.
+        model_path: sglang_model_path: the absolute directory the checkpoint is fetched into.
+        model_revision: sglang_model_revision: must be empty beside a fetch.
+        env: the server's environment (the profile's env merged with sglang_env): HF_HUB_OFFLINE
+            1 or true in it makes the fetch offline unless fetch sets offline.
+    """
     if not fetch:
         return {}
     if not isinstance(fetch, dict):

@@ -201,7 +201,18 @@ def sglang_monitoring_pack(release, target, floors=None, settings=None):
     address, labels}: the inventory name, the host:port Prometheus scrapes, extra labels.
     `floors` is {min_decode_tok_s, max_ttft_ms}; `settings` the sglang_monitoring_* tuning.
     Rules without the figure they need (a release proven without a smoke test) are left out,
-    and `thresholds` says so: a threshold comes only from a figure the release recorded."""
+    and `thresholds` says so: a threshold comes only from a figure the release recorded.
+
+    Args:
+        release: the serving release's manifest: the entry of sglang_release state=info's
+            releases whose id is current (its id, smoke figures, sglang_version, profile).
+        target: {host, address, labels}: the role passes inventory_hostname and the host:port
+            Prometheus scrapes; labels, optional, are added to the target's.
+        floors: {min_decode_tok_s, max_ttft_ms}: sglang_smoke_min_decode_tok_s and
+            sglang_smoke_max_ttft_ms, else the profile's smoke ones; a null one adds no rule.
+        settings: the sglang_monitoring_* tuning: {for, window, tolerance, ttft_factor,
+            accept_fraction, kv_usage, drift_interval_s}, every key required.
+    """
     if not isinstance(release, dict) or not release.get("id"):
         raise AnsibleFilterError("sglang_monitoring_pack: no serving release (current names none)")
     pack = _Pack(release, str(target["host"]), _settings(settings))
@@ -241,7 +252,11 @@ def _panel(pid, title, exprs, pos, unit="short", description=""):
 def sglang_monitoring_dashboard(window="5m"):
     """A Grafana dashboard (provisioning JSON) for every host the pack describes: the live
     figures beside the serving release's proven ones (the pack's recording rules), picked by
-    the `sglang_host` variable."""
+    the `sglang_host` variable.
+
+    Args:
+        window: the range of the live rates (sglang_monitoring_window), a Prometheus duration.
+    """
     sel = f'job="{JOB}",sglang_host=~"$sglang_host"'
     host = 'sglang_host=~"$sglang_host"'
     panels = [
@@ -294,7 +309,15 @@ def sglang_monitoring_dashboard(window="5m"):
 
 def sglang_monitoring_router_pack(host, address, duration="2m"):
     """The router's pack: its Prometheus target (file-based discovery, job sglang-router,
-    labelled with its inventory name) and the rule that it is down."""
+    labelled with its inventory name) and the rule that it is down.
+
+    Args:
+        host: the router's inventory name (inventory_hostname), the label of its target and rule.
+        address: the host:port Prometheus scrapes the router's /metrics at
+            (sglang_router_monitoring_address, else sglang_router_prometheus_host and port).
+        duration: how long the router must be down before the alert fires (the rule's `for`);
+            the role leaves the default.
+    """
     host = str(host)
     sel = f'job="{ROUTER_JOB}",sglang_router="{host}"'
     return {

@@ -723,7 +723,11 @@ def _nccl_p2p_row(expect, paths):
 
 
 def sglang_preflight_table(verdict):
-    """The verdict as a fixed-width table for the play output."""
+    """The verdict as a fixed-width table for the play output.
+
+    Args:
+        verdict: preflight's verdict (sglang_preflight's answer: its rows, failures, unknowns).
+    """
     def cell(value):
         if isinstance(value, dict):  # speculative: "EAGLE 3/1/4" (steps/topk/draft tokens)
             return (f"{value.get('algorithm', '-')} {value.get('num_steps', '-')}/"
@@ -767,7 +771,12 @@ def sglang_changes_table(verdict):
 
 def sglang_described_gpus(description):
     """GPU facts from a description of GPUs that are not here (sglang_gpus): {count, name,
-    memory_mib, compute_capability, link (nvidia-smi's code for every pair, default PHB)}."""
+    memory_mib, compute_capability, link (nvidia-smi's code for every pair, default PHB)}.
+
+    Args:
+        description: sglang_gpus, a mapping with count, name, memory_mib, compute_capability
+            and optionally link.
+    """
     # The same check as the resolution's (one validator): count in range before any row.
     problem = check_gpus(description, complete=False)
     if problem:

@@ -42,6 +42,9 @@ def sglang_unit_check(settings):
     `settings` maps variable names to values: *_user / *_group are account names, *_dir /
     *_path / sglang_venv absolute paths, sglang_service_name a unit name, the rest single
     lines. Returns the mapping unchanged.
+
+    Args:
+        settings: {variable name: value} of the variables the unit and launch files use.
     """
     settings = plain(settings)
     if not isinstance(settings, dict):
@@ -70,7 +73,13 @@ def _scalar(value, where, name):
 
 
 def sglang_profile_check(profile, name="sglang_profile"):
-    """Validate the shape of a profile mapping; returns it unchanged."""
+    """Validate the shape of a profile mapping; returns it unchanged.
+
+    Args:
+        profile: the profile as loaded: sglang_profile when it is a mapping, else
+            roles/sglang/profiles/<sglang_profile>.yml read as YAML.
+        name: what the error messages call the profile; the role leaves the default.
+    """
     if not isinstance(profile, dict):
         raise AnsibleFilterError(f"{name}: a profile is a mapping, got {type(profile).__name__}")
     unknown = sorted(set(profile) - PROFILE_KEYS)
@@ -97,7 +106,21 @@ def sglang_server_config(profile, overrides=None, model_path="", model_revision=
     """Return the server arguments for the release's config.yaml, dashed and ordered.
 
     `metrics` (sglang_enable_metrics) adds `enable-metrics: true` when neither the profile nor
-    the overrides name it (they win, `null` included)."""
+    the overrides name it (they win, `null` included).
+
+    Args:
+        profile: the profile as loaded (a mapping, checked by sglang_profile_check).
+        overrides: sglang_server_args: SGLang arguments over the profile's args; a null value
+            removes one.
+        model_path: sglang_model_path: replaces the profile's model.path (empty: the
+            profile's).
+        model_revision: sglang_model_revision: replaces the profile's model.revision (empty:
+            the profile's).
+        host: sglang_host: the address the server listens on.
+        port: sglang_port: a TCP port (digits as a string too).
+        metrics: sglang_enable_metrics: add enable-metrics unless the profile or the overrides
+            name it.
+    """
     sglang_profile_check(profile)
     overrides = overrides or {}
     if not isinstance(overrides, dict):
@@ -172,7 +195,11 @@ def _check_speculative(args):
 
 
 def sglang_config_yaml(args):
-    """The release's config.yaml: dashed keys, stable order, for `--config PATH`."""
+    """The release's config.yaml: dashed keys, stable order, for `--config PATH`.
+
+    Args:
+        args: the server's arguments, SGLang's option names without `--`.
+    """
     header = "# Rendered by sglang-deploy. Passed to SGLang as --config PATH; edit the inventory.\n"
     return header + yaml.safe_dump(plain(dict(args)), default_flow_style=False, sort_keys=False)
 
@@ -181,6 +208,7 @@ def sglang_env_merge(profile, overrides=None):
     """Profile env, then the operator's sglang_env (a null value removes a variable).
 
     Args:
+        profile: the profile as loaded (its env: mapping, if any).
         overrides: sglang_env: variables that replace the profile's; a null value removes one.
     """
     sglang_profile_check(profile)
@@ -204,6 +232,7 @@ def sglang_expect_merge(profile, overrides=None):
     """The profile's expectations, then the operator's sglang_expect (a null value removes one).
 
     Args:
+        profile: the profile as loaded (its expect: mapping, if any).
         overrides: sglang_expect: expectations that replace the profile's; a null value
             removes one.
     """
@@ -219,7 +248,11 @@ def sglang_expect_merge(profile, overrides=None):
 
 
 def sglang_env_file(env):
-    """A systemd EnvironmentFile: one NAME="value" per line, sorted, escaped."""
+    """A systemd EnvironmentFile: one NAME="value" per line, sorted, escaped.
+
+    Args:
+        env: the server's environment, {NAME: value}.
+    """
     lines = ["# Rendered by sglang-deploy: environment of the SGLang server."]
     for name in sorted(env):
         env_name(name, "sglang_env")
@@ -331,6 +364,15 @@ def sglang_multinode(hosts, host, hostvars, port=50000, nccl_env=None):
     the first is rank 0 and hosts the dist-init address (its sglang_advertise_host,
     ansible_host or name). `nccl_env` is this host's NCCL_*/GLOO_* variables (per-host
     interface names and HCAs).
+
+    Args:
+        hosts: the nodes, groups[sglang_nodes_group] in inventory order (empty or one host: a
+            single node).
+        host: this host's inventory name (inventory_hostname).
+        hostvars: Ansible's hostvars, for rank 0's sglang_advertise_host or ansible_host.
+        port: sglang_dist_init_port: the port of the dist-init address on rank 0.
+        nccl_env: sglang_nccl_env: this host's NCCL_*/GLOO_*/UCX_*/TP_SOCKET_* variables, a
+            mapping.
     """
     hosts = [str(h) for h in plain(hosts or [])]
     nccl_env = plain(nccl_env or {})
@@ -383,7 +425,11 @@ def sglang_secrets_json(api_key="", admin_api_key=""):
 
 
 def sglang_connect_host(host):
-    """Where a client on the host itself reaches a server bound to `host`."""
+    """Where a client on the host itself reaches a server bound to `host`.
+
+    Args:
+        host: the address the server binds (sglang_host, sglang_router_host).
+    """
     if host in ("0.0.0.0", "", None):
         return "127.0.0.1"
     if host in ("::", "[::]"):

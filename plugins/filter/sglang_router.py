@@ -43,7 +43,19 @@ def _token(value, where):
 
 def sglang_router_argv(workers, host="127.0.0.1", port=30000, policy="cache_aware",
                        prometheus_host="127.0.0.1", prometheus_port=29000, extra=None):
-    """The router's arguments as a list of tokens (its api key is never one of them)."""
+    """The router's arguments as a list of tokens (its api key is never one of them).
+
+    Args:
+        workers: the replicas' URLs (sglang_router_worker_url of each host of
+            sglang_router_replica_group), at least one.
+        host: sglang_router_host: the address the router listens on.
+        port: sglang_router_port: the port the router listens on.
+        policy: sglang_router_policy: the router's load-balancing policy.
+        prometheus_host: sglang_router_prometheus_host: where the router serves its metrics.
+        prometheus_port: sglang_router_prometheus_port: the port of its metrics.
+        extra: sglang_router_args: more router arguments, a mapping (true: a bare flag, false
+            or null: left out, a list: several values); none the role sets itself.
+    """
     workers = plain(workers or [])
     if not workers:
         raise AnsibleFilterError(

@@ -39,6 +39,15 @@ def sglang_tune_plan(spec, base_args, base_env=None):
            objective: {metric, concurrency, ttft_p99_ms_max}, max_restarts, max_wall_s,
            noise_repeats, min_gain, finalists}
     Every refusal names the variable and what to change, before anything restarts.
+
+    Args:
+        spec: the tuning settings, shaped as above: the space and constraints
+            (sglang_tune_space, sglang_tune_constraints, else the profile's tune:),
+            sglang_tune_objective and the sglang_tune_* budget.
+        base_args: the server arguments the sweep starts from (__sglang_server_config), for
+            the grid size.
+        base_env: the server's environment the sweep starts from (__sglang_server_env), for
+            the grid size.
     """
     if not isinstance(spec, dict):
         _fail("sglang_tune: the tuning settings must be a mapping")
@@ -223,7 +232,11 @@ VOLATILE_RESOLVED = ("random_seed", "nccl_port")
 @own_errors
 def sglang_tune_resolved_key(resolved):
     """The identity of a configuration as SGLang resolved it (its resolved_dict()), or '' when
-    it did not resolve: two candidates with one key run the same server."""
+    it did not resolve: two candidates with one key run the same server.
+
+    Args:
+        resolved: what SGLang resolved for the candidate (preflight's resolution.resolved).
+    """
     if not isinstance(resolved, dict) or not resolved:
         return ""
     kept = {k: v for k, v in resolved.items() if k not in VOLATILE_RESOLVED}
@@ -232,7 +245,17 @@ def sglang_tune_resolved_key(resolved):
 
 @own_errors
 def sglang_tune_candidate(plan, args, env, changes, sglang_version, host):
-    """A configuration: the incumbent's args/env with `changes`, then the constraints."""
+    """A configuration: the incumbent's args/env with `changes`, then the constraints.
+
+    Args:
+        plan: what sglang_tune_plan returned (its knobs and constraints).
+        args: the server arguments to start from (the role: the sweep's starting ones).
+        env: the environment to start from (the role: the sweep's starting one).
+        changes: {knob: value}, each knob one of the plan's; the role passes {} for the
+            starting configuration.
+        sglang_version: the SGLang version (sglang_version), part of the candidate's key.
+        host: the host's inventory name (inventory_hostname), part of the candidate's key.
+    """
     args, env = dict(args), {str(k): str(v) for k, v in env.items()}
     for name, value in changes.items():
         knob = next(k for k in plan["knobs"] if k["name"] == name)
@@ -261,6 +284,15 @@ def sglang_tune_knob_candidates(plan, incumbent, knob_name, known_keys, sglang_v
     `skip` is None (measure it), 'identical' (the same configuration as the incumbent or one
     already tried in this knob, once SGLang's defaults are applied) or 'measured' (a result on
     this SGLang version and host exists: resumed).
+
+    Args:
+        plan: what sglang_tune_plan returned (its knobs and constraints).
+        incumbent: the best candidate so far (its args, env, changes, derived, key): the
+            starting one until a knob beats it.
+        knob_name: the knob to vary, one of the plan's knob names.
+        known_keys: the keys already measured: by earlier sweeps on this host and this one.
+        sglang_version: the SGLang version (sglang_version), part of each candidate's key.
+        host: the host's inventory name (inventory_hostname), part of each candidate's key.
     """
     knob = next((k for k in plan["knobs"] if k["name"] == knob_name), None)
     if knob is None:
@@ -314,7 +346,13 @@ def sglang_tune_score(smoke, objective):
 @own_errors
 def sglang_tune_noise(scores, min_gain):
     """Relative noise from repeated measurements of one release: the spread over the mean,
-    never below min_gain (a gain smaller than that is not worth a change)."""
+    never below min_gain (a gain smaller than that is not worth a change).
+
+    Args:
+        scores: the starting release's scores, one per repeated measurement (sglang_tune_score
+            of each); at least two numbers, others are dropped.
+        min_gain: the plan's min_gain (sglang_tune_min_gain), a fraction: the least noise.
+    """
     values = [float(s) for s in scores if isinstance(s, (int, float))]
     if len(values) < 2:
         _fail("sglang_tune_noise: the incumbent must be measured at least twice "
@@ -335,7 +373,14 @@ def sglang_tune_beats(score, incumbent_score, noise):
 @own_errors
 def sglang_tune_best(results, incumbent, noise):
     """The new incumbent among the results of one knob: the best one that beats the incumbent
-    beyond noise, else the incumbent."""
+    beyond noise, else the incumbent.
+
+    Args:
+        results: the results of this knob's candidates (each with its verdict and score); only
+            measured ones count.
+        incumbent: the incumbent before this knob, a result with its score.
+        noise: the relative noise (sglang_tune_noise's answer).
+    """
     best = incumbent
     for result in results:
         if result.get("verdict") != "measured":
@@ -368,7 +413,13 @@ def sglang_tune_budget(restarts, started_at, now, max_restarts, max_wall_s, need
 
 @own_errors
 def sglang_tune_finalists(results, count):
-    """The `count` best measured results (distinct configurations), best first."""
+    """The `count` best measured results (distinct configurations), best first.
+
+    Args:
+        results: every result of the sweep so far; those measured (or the incumbent) with a
+            score and a release count.
+        count: how many to keep: the plan's finalists (sglang_tune_finalists).
+    """
     good = [r for r in results if r.get("verdict") in ("measured", "incumbent")
             and isinstance(r.get("score"), (int, float)) and r.get("release")]
     good.sort(key=lambda r: -r["score"])
@@ -384,7 +435,13 @@ def sglang_tune_finalists(results, count):
 def sglang_tune_winner(finalists, start, noise):
     """The finalist whose longer measurement beats the starting release beyond noise, else the
     start. Among finalists within noise of the best, the one with the fewest changes wins: a
-    change must earn its place. Each finalist carries `final_score`."""
+    change must earn its place. Each finalist carries `final_score`.
+
+    Args:
+        finalists: the finalists after their longer measurement, each with its final_score.
+        start: the starting release's result (its key and score).
+        noise: the relative noise (sglang_tune_noise's answer).
+    """
     start_final = next((f for f in finalists if f["key"] == start["key"]), start)
     base = start_final.get("final_score", start_final.get("score"))
     better = [f for f in finalists if f["key"] != start["key"]
@@ -426,7 +483,13 @@ def _leaderboard_row(result, winner_key):
 
 @own_errors
 def sglang_tune_leaderboard(results, objective, winner_key=None):
-    """Lines of the leaderboard: best score first, then the ones without a score."""
+    """Lines of the leaderboard: best score first, then the ones without a score.
+
+    Args:
+        results: every result of the sweep, whatever its verdict.
+        objective: the plan's objective {metric, concurrency, ttft_p99_ms_max}, the first line.
+        winner_key: the key of the winner, whose row says WINNER (none: no row does).
+    """
     rows = sorted(results, key=lambda r: (r.get("score") is None, -(r.get("score") or 0)))
     header = ("candidate", "changed", "resolved", "TTFT ms", "TPOT ms", "tok/s/user",
               "out tok/s", "accept", "verdict")
@@ -467,7 +530,12 @@ SPEC_EXPECT = {"speculative-num-steps": "num_steps", "speculative-eagle-topk": "
 @own_errors
 def sglang_tune_expect(candidate, expect):
     """The expectations a candidate is held to: the operator's, with the speculative shape the
-    candidate asks for (a tuned step count is not a broken expectation)."""
+    candidate asks for (a tuned step count is not a broken expectation).
+
+    Args:
+        candidate: the candidate about to be deployed (its args, changes and derived).
+        expect: the operator's expectations: sglang_expect merged over the profile's.
+    """
     expect = dict(expect or {})
     spec = {field: int(candidate["args"][arg]) for arg, field in SPEC_EXPECT.items()
             if arg in candidate["args"] and arg in candidate.get("changes", {}) | candidate.get(
@@ -479,7 +547,13 @@ def sglang_tune_expect(candidate, expect):
 
 @own_errors
 def sglang_tune_env(winner, profile_env):
-    """The winner's environment that differs from the profile's, for sglang_env."""
+    """The winner's environment that differs from the profile's, for sglang_env.
+
+    Args:
+        winner: the sweep's winner (its env).
+        profile_env: the environment to compare with: the role passes the one the sweep
+            started from (the profile's env merged with sglang_env).
+    """
     return {k: v for k, v in winner["env"].items() if str(profile_env.get(k)) != str(v)}
 
 

@@ -228,7 +228,16 @@ def sglang_upgrade_report(old_verdict, new_verdict, old_resolution, new_resoluti
     failing row, a prerequisite), else `unknown` when evidence is missing (a side that did not
     resolve, crashed or timed out, a candidate row without evidence, prerequisites not read or
     read before the env existed, no driver answering), each reason in `unknowns`; `ready`
-    only from evidence on both sides."""
+    only from evidence on both sides.
+
+    Args:
+        old_verdict: sglang_preflight's verdict on the release in the serving venv.
+        new_verdict: sglang_preflight's verdict on the release in the candidate's venv.
+        old_resolution: what sglang_resolve returned in the serving venv (none: not asked).
+        new_resolution: what sglang_resolve returned in the candidate's venv (none: not asked).
+        prereqs: what sglang_host_prereqs read in the candidate's venv once it was built (none:
+            not read).
+    """
     for name, value in (("old_verdict", old_verdict), ("new_verdict", new_verdict)):
         if not isinstance(value, dict) or "rows" not in value:
             raise AnsibleFilterError(f"sglang_upgrade_report: {name} must be a preflight verdict "
@@ -274,7 +283,11 @@ def _short(value, limit=48):
 
 
 def sglang_upgrade_table(report):
-    """The plan as lines for the play output: verdict, refused flags, rows, fields, packages."""
+    """The plan as lines for the play output: verdict, refused flags, rows, fields, packages.
+
+    Args:
+        report: the plan (sglang_upgrade_report's answer).
+    """
     lines = [f"upgrade sglang {report['from_version']} -> {report['to_version']}: "
              f"{report['verdict'].upper()}"]
     lines += [f"  refused: {f['flag']}: {f['message']} (nearest: {', '.join(f['nearest']) or 'none'})"

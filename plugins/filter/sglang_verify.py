@@ -74,7 +74,11 @@ NOT_ARGS = {"internal_states", "version", "launch_command", "startup_time", "fro
 
 
 def sglang_args_from_server_info(info):
-    """The arguments a running server was resolved with, dashed like a release's config."""
+    """The arguments a running server was resolved with, dashed like a release's config.
+
+    Args:
+        info: the JSON object /server_info (or /get_server_info) answered.
+    """
     if not isinstance(info, dict):
         raise AnsibleFilterError("sglang_args_from_server_info: expected /server_info's JSON object")
     return {k.replace("_", "-"): val for k, val in info.items()
@@ -108,7 +112,15 @@ def _limit(value, variable, unit, optional=True):
 
 
 def sglang_smoke_limits(min_decode_tok_s=None, max_ttft_ms=None, tolerance=0.10):
-    """(floor, TTFT ceiling, tolerance) as numbers; a message naming the variable otherwise."""
+    """(floor, TTFT ceiling, tolerance) as numbers; a message naming the variable otherwise.
+
+    Args:
+        min_decode_tok_s: sglang_smoke_min_decode_tok_s, else the profile's
+            smoke.min_decode_tok_s: tok/s per user (null or empty: no floor).
+        max_ttft_ms: sglang_smoke_max_ttft_ms, else the profile's smoke.max_ttft_ms:
+            milliseconds (null or empty: no cap).
+        tolerance: sglang_smoke_regression_tolerance: a fraction, never null.
+    """
     return (_limit(min_decode_tok_s, "sglang_smoke_min_decode_tok_s", "tokens/s"),
             _limit(max_ttft_ms, "sglang_smoke_max_ttft_ms", "milliseconds"),
             _limit(tolerance, "sglang_smoke_regression_tolerance", "a fraction", optional=False))
@@ -130,8 +142,8 @@ def sglang_smoke_gate(smoke, min_decode_tok_s=None, max_ttft_ms=None, baseline=N
         max_ttft_ms: the cap of the p99 time to first token (none: no cap).
         baseline: the smoke record of the release to compare with (none: no comparison).
         tolerance: the fraction by which a figure may fall behind the baseline.
-        regressions: refuse or warn, what a regression beyond the tolerance does (see the
-            description).
+        regressions: refuse (a deploy) or warn (a rollback): what a regression beyond the
+            tolerance does.
     """
     floor, ttft_cap, tolerance = sglang_smoke_limits(min_decode_tok_s, max_ttft_ms, tolerance)
     if regressions not in ("refuse", "warn"):
@@ -262,7 +274,12 @@ def sglang_ceiling(facts, smoke, tp_size, bandwidth_gbs):
 
 
 def sglang_smoke_record(smoke, ceiling=None):
-    """What a release keeps of its smoke test (smoke.json, manifest): the baseline of the next."""
+    """What a release keeps of its smoke test (smoke.json, manifest): the baseline of the next.
+
+    Args:
+        smoke: what sglang_smoke measured (its model, levels, accept length, graph passes).
+        ceiling: what sglang_ceiling returned, kept as it is (none: no ceiling).
+    """
     keep = ("concurrency", "requests_ok", "requests_failed", "ttft_ms_p50", "ttft_ms_p99",
             "tpot_ms_p50", "tpot_ms_p99", "decode_tok_s_per_user", "output_tok_s",
             "completion_tokens", "wall_s")

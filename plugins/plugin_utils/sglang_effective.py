@@ -5,7 +5,11 @@ from ansible_collections.sglang.deploy.plugins.module_utils.sglang_effective imp
 
 
 def sglang_effective(info):
-    """One view of /server_info (0.5.16+ cuda_graph_config, or the <= 0.5.12 flags)."""
+    """One view of /server_info (0.5.16+ cuda_graph_config, or the <= 0.5.12 flags).
+
+    Args:
+        info: the JSON object /server_info (or /get_server_info) answered.
+    """
     try:
         return effective(info)
     except ValueError as exc:

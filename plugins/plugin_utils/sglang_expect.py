@@ -12,7 +12,11 @@ ALIASES = {"piecewise_cuda_graph": "prefill_cuda_graph"}
 
 
 def check_expect(expect):
-    """sglang_expect with old names renamed, levels defaulted, each value checked."""
+    """sglang_expect with old names renamed, levels defaulted, each value checked.
+
+    Args:
+        expect: the expectations, the profile's merged with sglang_expect (sglang_expect_merge).
+    """
     expect = _expect_renamed(dict(expect or {}))
     unknown = sorted(set(expect) - EXPECT_KEYS)
     if unknown:

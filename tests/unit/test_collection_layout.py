@@ -110,12 +110,12 @@ def test_a_filter_without_a_docstring_is_refused_at_build_time():
         _build_collection().filter_doc("sglang_undocumented", sglang_undocumented, "sglang.deploy")
 
 
-def test_a_filter_used_in_several_places_says_what_each_argument_is(monkeypatch):
-    """Its Args: section becomes each option's description; a filter the roles call more than
-    once whose docstring leaves an argument out is refused, naming it."""
+def test_a_filter_says_what_each_argument_is():
+    """Its Args: section becomes each option's description; a docstring that leaves an argument
+    out is refused, naming it."""
     build = _build_collection()
 
-    def sglang_example(value, floor, cap=None):
+    def sglang_example(value, floor):
         """What it does.
 
         Args:
@@ -128,10 +128,17 @@ def test_a_filter_used_in_several_places_says_what_each_argument_is(monkeypatch)
     assert doc["description"] == ["What it does."]
     assert doc["options"]["floor"]["description"] == "the lowest tok/s per user, at the first level."
     assert doc["options"]["_input"]["description"].endswith(": the release's figures.")
-    assert "see the description" in doc["options"]["cap"]["description"]  # used once: allowed
-    monkeypatch.setattr(build, "uses", lambda fqcn: 2)
-    with pytest.raises(SystemExit, match="sglang_example is used in more than one place.*cap"):
-        build.filter_doc("sglang_example", sglang_example, "sglang.deploy")
+
+    def sglang_unsaid(value, floor, cap=None):
+        """What it does.
+
+        Args:
+            value: the release's figures.
+            floor: the lowest tok/s per user.
+        """
+
+    with pytest.raises(SystemExit, match="sglang_unsaid: its docstring's Args: section must say what cap is"):
+        build.filter_doc("sglang_unsaid", sglang_unsaid, "sglang.deploy")
 
 
 def test_the_committed_filter_docs_are_the_ones_the_docstrings_give():
