@@ -399,7 +399,8 @@ def sglang_multinode(hosts, host, hostvars, port=50000, nccl_env=None):
 
 
 def sglang_secrets_json(api_key="", admin_api_key=""):
-    """The 0600 secrets file launch.py reads. Messages never quote a key.
+    """The 0600 secrets file launch.py reads; with no key, an empty object. Messages never
+    quote a key.
 
     Args:
         api_key: sglang_api_key, the key clients send (empty: none).

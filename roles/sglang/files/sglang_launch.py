@@ -79,7 +79,7 @@ class Redactor:
 def read_secrets(path):
     """{"api-key": ..., "admin-api-key": ...} from the service's 0600 file; none: {}."""
     if not os.path.lexists(path):
-        return {}  # the role removes the file when no key is set
+        return {}  # none written yet (the roles write `{}` when no key is set)
     try:
         with open(path, encoding="utf-8") as handle:
             mode = os.fstat(handle.fileno()).st_mode
