@@ -59,6 +59,37 @@ def test_an_escape_in_a_template_is_one_yaml_made():
     assert not offenders, offenders
 
 
+def written(tasks):
+    """The names the tasks write, those of the blocks in them too; a key the tuner records
+    through `_record.yml` counts as `__sglang_tune.<key>`."""
+    for task, _ in walk(tasks):
+        yield from set_names(task)
+        if str(task.get("ansible.builtin.import_tasks", "")).endswith("_record.yml"):
+            yield from (f"__sglang_tune.{key}"
+                        for key in (task.get("vars") or {}).get("sglang_tune_record") or {})
+
+
+def test_a_rescue_leaves_alone_what_its_blocks_condition_reads():
+    """A block's `when` holds for its rescue as well, evaluated again at each task: a rescue
+    task that changes what the condition reads skips the rest of the rescue without a word.
+    (The tuner recorded a crashed candidate's result, which its block's condition read, and so
+    never checked that the rollback had put a good release back.)"""
+    def base(name):
+        return name.split(".")[0]
+    offenders = []
+    for path in TASK_FILES + PLAYBOOKS:
+        tasks = role_tasks(path) if path in TASK_FILES else playbook_tasks(path)
+        for task, _ in tasks:
+            if not task.get("rescue") or "when" not in task:
+                continue
+            when = task["when"] if isinstance(task["when"], list) else [task["when"]]
+            read = set(re.findall(r"__sglang_\w+(?:\.\w+)?", " ".join(map(str, when))))
+            offenders += [f"{path.relative_to(ROOT)}: {task.get('name')}: the rescue writes {name}"
+                          for name in set(written(task["rescue"]))
+                          if any(name in (r, base(r)) or base(name) == r for r in read)]
+    assert not offenders, offenders
+
+
 def test_no_input_is_named_like_an_internal_fact():
     for defaults in ROOT.glob("roles/*/defaults/main.yml"):
         names = yaml.safe_load(defaults.read_text(encoding="utf-8"))
