@@ -60,7 +60,7 @@ def sglang_host_inputs(facts, args, env=None, fetching=False):
     deploy fetches (`fetching`) is not there yet: the fetch checks it once it is.
 
     Args:
-        facts: what sglang_facts read on the host before the lock (__sglang_host_facts_before):
+        facts: what sglang_facts read on the host before the lock (__sglang_host_facts):
             its GPUs and the model directory with its config.json, a mapping.
         args: the rendered server arguments (__sglang_server_config), dashed: tp-size and
             model-path are read.
