@@ -338,7 +338,8 @@ def sglang_verify_table(verification, evidence=None):
     Args:
         verification: what sglang_verify returned.
         evidence: sglang_journal's evidence: the lines of this start that show capture or a
-            setting SGLang turned off.
+            setting SGLang turned off; none when the journal was not read (the table says so,
+            where an empty evidence says the journal held none of those lines).
     """
     eff = verification["effective"]
     lines = [f"server resolved (sglang {eff.get('version')}, /server_info shape: {eff['shape']}): "
@@ -350,7 +351,9 @@ def sglang_verify_table(verification, evidence=None):
         lines.append(f"{c['setting']:<22}{c['status'].upper():<6}{c['reason']}")
     for name, found in sorted((evidence or {}).items()):
         lines.append(f"journal {name} x{found['count']}: {found['lines'][0]}")
-    if evidence is not None and not evidence:
+    if evidence is None:
+        lines.append("journal: not read (sglang_verify_journal off, or the unit's journal unreadable)")
+    elif not evidence:
         lines.append("journal: none of the capture / auto-disable lines since this start")
     lines.append("verification: OK" if verification["ok"] else
                  "verification: FAILED: " + " | ".join(verification["failures"]))

@@ -142,6 +142,9 @@ def test_tables_render():
         "count": 1, "lines": ["Capture target decode CUDA graph begin."]}})
     assert text[-1] == "verification: OK"
     assert any(line.startswith("journal decode_graph_captured x1") for line in text)
+    # A journal not read is said to be unread, not to hold none of the lines.
+    assert "journal: not read" in v.sglang_verify_table(verification, None)[-2]
+    assert "none of the capture" in v.sglang_verify_table(verification, {})[-2]
 
 
 def test_journal_patterns_find_sglang_log_lines():
