@@ -339,11 +339,11 @@ def writers_of_facts():
 def test_internal_facts_and_entry_points_do_not_grow():
     """A ratchet, lowered as the roles shrink: internal names, names written from more than one
     file (each another file can clobber), and the deploy role's public entry points. Issue 31
-    aims at 60 names, 5 multi-writer names and at most 10 entry points; a change that adds one
+    asked for at most 60 names, 5 multi-writer names and 10 entry points; a change that adds one
     must take one away or say why here."""
     writers = writers_of_facts()
     multi = sorted(name for name, files in writers.items() if len(files) > 1)
     print(f"internal facts: {len(writers)}, written from more than one file: {len(multi)}: {multi}")
-    assert len(writers) <= 64, sorted(writers)
+    assert len(writers) <= 60, sorted(writers)
     assert len(multi) <= 2, multi
     assert len(entry_points("sglang")) <= 10, sorted(entry_points("sglang"))
