@@ -177,6 +177,22 @@ def _run_in(argv, timeout, env, cwd):
     return text_of(proc.stdout)
 
 
+def installer_env(environ, base_dir):
+    """The installer's environment: the run's, less whatever could choose what root installs
+    without being named in the inventory's options (which the env id counts). Every `UV_*` and
+    `PIP_*` variable goes (an index, find-links, a constraint file), and so does every `PYTHON*`
+    one (PYTHONPATH would put another user's modules in front of pip's, and of `venv`'s). No
+    configuration file is read: uv runs with --no-config (without it, uv reads `uv.toml` and
+    `pyproject.toml` from the working directory and every parent, which under /tmp any local
+    user can write), pip with PIP_CONFIG_FILE=/dev/null. The TLS trust stays (SSL_CERT_FILE,
+    the system's store), and so does a proxy. docs/security.md#the-package-indexes."""
+    child = {key: value for key, value in environ.items()
+             if not key.startswith(("UV_", "PIP_", "PYTHON"))}
+    child.update(UV_CACHE_DIR=os.path.join(envs_dir(base_dir), UV_CACHE),
+                 PIP_CONFIG_FILE=os.devnull)
+    return child
+
+
 def install_commands(path, installer, uv, options, items, no_deps=(), mode="copy"):
     """The installer's commands: `no_deps` (a subset of `items`) installed with --no-deps, then
     the rest with their dependencies. uv puts files from its cache by `mode`; pip copies.
@@ -185,7 +201,7 @@ def install_commands(path, installer, uv, options, items, no_deps=(), mode="copy
     resolution compiles SGLang's ~5,600 modules again (28 s of a 54 s resolution on 0.5.23)."""
     python = os.path.join(path, "bin", "python")
     if installer == "uv":
-        base = [uv, "pip", "install", "--python", python, "--link-mode", mode,
+        base = [uv, "pip", "install", "--no-config", "--python", python, "--link-mode", mode,
                 "--compile-bytecode", *options]
     else:
         base = [python, "-m", "pip", "--disable-pip-version-check", "install", *options]
@@ -222,9 +238,9 @@ def _build(base_dir, env, python, items, options, no_deps, installer, uv, timeou
     if os.path.lexists(path):
         os.rename(path, aside)
         fsync_dir(envs_dir(base_dir))
-    child = dict(os.environ, UV_CACHE_DIR=os.path.join(envs_dir(base_dir), UV_CACHE))
+    child = installer_env(os.environ, base_dir)
     try:
-        run([python, "-m", "venv", path], timeout)
+        run([python, "-m", "venv", path], timeout, child)
         if only_missing:
             items = missing(items, installed(path)[1])
             no_deps = items

@@ -153,6 +153,78 @@ def test_the_installer_runs_in_an_empty_directory_of_its_own(tmp_path, monkeypat
     assert where != str(tmp_path) and listing.strip() == "[]" and not os.path.exists(where)
 
 
+# --- the environment the run inherits (docs/security.md#the-package-indexes) ---------------
+
+
+@pytest.fixture(name="planted")
+def _planted(tmp_path):
+    """A package only another local user's wheelhouse holds: `planted==1.0`."""
+    directory = tmp_path / "planted-wheels"
+    directory.mkdir()
+    _wheel(directory, "planted", "1.0", b"import os  # run as root\n")
+    return directory
+
+
+def _planting(tmp_path, wheels, installer):
+    options = ["--no-index", "--find-links", str(wheels)] + (["--offline"] if installer == "uv"
+                                                             else [])
+    return _params(tmp_path / "base", wheels, installer=installer, options=options,
+                   requirements=["sglang==0.5.23", "planted==1.0"])
+
+
+def test_a_uv_toml_in_a_parent_of_the_working_directory_is_not_read(
+        tmp_path, wheels, planted, monkeypatch):
+    # The installer runs in a fresh directory under the temporary directory, /tmp on a host,
+    # where any local user can leave a uv.toml: uv reads the working directory's parents.
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    (shared / "uv.toml").write_text(f'[pip]\nfind-links = ["{planted}"]\n')
+    monkeypatch.setattr("tempfile.tempdir", str(shared))
+    with pytest.raises(envs.EnvError, match="planted"):
+        envmod.present(_planting(tmp_path, wheels, "uv"))
+    assert not any((tmp_path / "base" / "envs").glob("*/bin")), "no env is left behind"
+
+
+@pytest.mark.parametrize(("installer", "variable"), [
+    ("uv", "UV_FIND_LINKS"), ("uv", "UV_CONFIG_FILE"), ("uv", "XDG_CONFIG_HOME"),
+    ("pip", "PIP_FIND_LINKS"), ("pip", "PIP_CONFIG_FILE"), ("pip", "XDG_CONFIG_HOME")])
+def test_the_runs_environment_names_no_index_to_the_installer(
+        tmp_path, wheels, planted, monkeypatch, installer, variable):
+    # A variable of the run, or a config file it points at (the user's config directory
+    # included): the env id would not count it, and what root installs would change.
+    text = (f'[pip]\nfind-links = ["{planted}"]\n' if installer == "uv"
+            else f"[global]\nfind-links = {planted}\n")
+    config = tmp_path / "xdg" / installer / f"{installer}.{'toml' if installer == 'uv' else 'conf'}"
+    config.parent.mkdir(parents=True)
+    config.write_text(text)
+    value = {"CONFIG_FILE": config, "FIND_LINKS": planted}.get(variable.split("_", 1)[1],
+                                                                tmp_path / "xdg")
+    monkeypatch.setenv(variable, str(value))
+    with pytest.raises(envs.EnvError, match="planted"):
+        envmod.present(_planting(tmp_path, wheels, installer))
+
+
+def test_pythonpath_of_the_run_does_not_reach_venv_or_the_installer(tmp_path, monkeypatch):
+    hijack = tmp_path / "hijack"
+    (hijack / "venv").mkdir(parents=True)
+    (hijack / "venv" / "__main__.py").write_text("raise SystemExit('hijacked')\n")
+    monkeypatch.setenv("PYTHONPATH", str(hijack))
+    child = envmod.installer_env(os.environ, str(tmp_path / "base"))
+    assert not any(key.startswith(("UV_", "PIP_", "PYTHON")) for key in child
+                   if key not in ("UV_CACHE_DIR", "PIP_CONFIG_FILE"))
+    envmod._run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")], 120, child)
+    assert (tmp_path / "v" / "bin" / "python").exists()
+
+
+def test_the_inventorys_options_still_reach_the_installer(tmp_path, wheels, planted):
+    # What the inventory names (and the env id counts) is what the installer reads.
+    params = _params(tmp_path / "base", wheels, requirements=["sglang==0.5.23", "planted==1.0"],
+                     options=["--no-index", "--find-links", str(wheels), "--find-links",
+                              str(planted), "--offline"])
+    result = envmod.present(params)
+    assert "planted==1.0" in result["packages"]
+
+
 @pytest.mark.slow
 def test_a_release_env_is_built_again_from_its_recorded_set(tmp_path, wheels):
     base = tmp_path / "base"
