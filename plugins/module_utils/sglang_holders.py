@@ -43,14 +43,25 @@ def _read(proc, pid, name, mode="r"):
 
 
 def unit_of(pid, proc="/proc"):
-    """The systemd service a process belongs to, from its cgroup path (None when outside one)."""
+    """The system service a process runs in, from its cgroup path as this namespace sees it
+    (None outside one): the first `.service` of the path, with only slices above it
+    (`/system.slice/sglang.service`, or a sub-cgroup of it). A service of the same name under
+    anything else is someone else's: a user's manager (`/user.slice/user-1000.slice/
+    user@1000.service/app.slice/sglang.service`), a container's own systemd (`/machine.slice/
+    libpod-ID.scope/.../system.slice/sglang.service`, `systemd-nspawn@x.service/payload/...`)."""
     try:
-        path = _read(proc, pid, "cgroup")
+        lines = _read(proc, pid, "cgroup").splitlines()
     except OSError:
         return None
-    for part in reversed(path.replace("\n", "/").split("/")):
+    # hierarchy-ID:controllers:path; systemd's own is the unified one (`0::`), or `name=systemd`
+    # on a legacy (v1) host.
+    paths = {line.split(":", 2)[1]: line.split(":", 2)[2] for line in lines if line.count(":") >= 2}
+    path = paths.get("", paths.get("name=systemd", ""))
+    for part in path.split("/"):
         if part.endswith(".service"):
             return part
+        if part and not part.endswith(".slice"):
+            return None
     return None
 
 

@@ -102,7 +102,8 @@ leftovers:
   elements: dict
   returned: always
 ended:
-  description: The leftovers ended, each with C(text) and C(signal) (C(SIGTERM) or C(SIGKILL)).
+  description: The leftovers ended, each with C(text) and C(signal) (C(SIGTERM) or C(SIGKILL);
+    null for one that exited, or whose PID came to name another process, before a signal).
   type: list
   elements: dict
   returned: always
@@ -198,19 +199,44 @@ def _gone(pid, start, proc):
     return info is None or info["zombie"] or info["start"] != start
 
 
+def signal_if_same(pid, start, sig, proc="/proc"):
+    """Send `sig` to `pid` only if it is still the process whose start time was read (False when
+    it is gone or its PID now names another). A pidfd pins the process first, then its start is
+    read again: a PID reused between the survey and the signal never gets root's signal. Where
+    the kernel has no pidfd (before 5.3), the start is checked just before os.kill."""
+    try:
+        handle = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return False
+    except (AttributeError, OSError):
+        handle = None  # no pidfd here: the narrower check below is all there is
+    try:
+        if _gone(pid, start, proc):
+            return False
+        if handle is None:
+            os.kill(pid, sig)
+        else:
+            signal.pidfd_send_signal(handle, sig)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError as exc:
+        raise OSError(f"cannot end pid {pid}: {exc}") from exc
+    finally:
+        if handle is not None:
+            os.close(handle)
+
+
 def end(leftovers, term_grace, deadline, proc="/proc"):
     """SIGTERM each leftover, SIGKILL what is left after term_grace; [{text, signal}] of those
-    that exited, and the ones still there at the deadline."""
+    that exited, and the ones still there at the deadline. A leftover whose PID names another
+    process by the time of a signal is gone, never signalled."""
     ended, alive = [], dict(leftovers)
     for sig, until in ((signal.SIGTERM, min(deadline, time.monotonic() + term_grace)),
                        (signal.SIGKILL, deadline)):
         for pid in list(alive):
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-            except PermissionError as exc:
-                raise OSError(f"cannot end pid {pid}: {exc}") from exc
+            if not signal_if_same(pid, alive[pid]["start"], sig, proc):
+                ended.append({"pid": pid, "text": alive.pop(pid)["text"], "signal": None})
         while alive and time.monotonic() < until:
             for pid in [p for p in alive if _gone(p, alive[p]["start"], proc)]:
                 ended.append({"pid": pid, "text": alive.pop(pid)["text"], "signal": sig.name})
@@ -239,7 +265,7 @@ def _end_leftovers(params, uid, leftovers, started, result, proc, smi, bus):
     `result`); the failure message when they still hold them at the deadline."""
     deadline = started + params["timeout"]
     ended, alive = end({h["pid"]: h for h in leftovers}, params["term_grace"], deadline, proc)
-    result.update(changed=bool(ended), ended=ended)
+    result.update(changed=any(e["signal"] for e in ended), ended=ended)
     pids = {h["pid"] for h in leftovers}
     done, now = released(params, uid, pids, proc, smi, bus)
     while not done and time.monotonic() < deadline:
@@ -295,7 +321,8 @@ def _summary(params, result, running):
     held = "held by the running service" if running and result["holders"] else "free"
     text = f"port {params['port']} and {gpu_text}: {held}"
     if result["ended"]:
-        text += "; ended " + "; ".join(f"{e['text']} ({e['signal']})" for e in result["ended"]) \
+        text += "; ended " + "; ".join(f"{e['text']} ({e['signal'] or 'gone before a signal'})"
+                                      for e in result["ended"]) \
             + f"; their port and GPU memory released after {result['waited_s']} s"
     elif result["leftovers"]:
         verb = "would end" if params["state"] == "free" else "to end at the start"

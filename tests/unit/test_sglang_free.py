@@ -49,7 +49,8 @@ def fake_proc(tmp_path, processes, listen=None):
                                   f"{p['uid']}\n")
         (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in p["argv"]) + b"\0")
         unit = p.get("unit")
-        (d / "cgroup").write_text(f"0::/system.slice/{unit}\n" if unit else "0::/user.slice\n")
+        (d / "cgroup").write_text(p.get("cgroup") or (f"0::/system.slice/{unit}\n" if unit
+                                                      else "0::/user.slice\n"))
         for n, inode in enumerate(p.get("sockets") or []):
             os.symlink(f"socket:[{inode}]", d / "fd" / str(n + 3))
     return str(proc)
@@ -178,6 +179,66 @@ def test_a_reused_pid_is_not_the_process_that_was_ended(tmp_path):
     assert not free._gone(41872, "5000", proc)
     assert free._gone(41872, "4000", proc)  # same pid, another start time: a new process
     assert free._gone(41999, "5000", proc)
+
+
+# --- other units and containers: a service of the same name is not this one ------------------
+
+@pytest.mark.parametrize("cgroup, unit", [
+    ("0::/system.slice/sglang.service\n", "sglang.service"),
+    ("0::/system.slice/sglang.service/worker\n", "sglang.service"),
+    ("0::/gpu.slice/gpu-serving.slice/sglang.service\n", "sglang.service"),
+    ("12:pids:/system.slice/x.service\n1:name=systemd:/system.slice/sglang.service\n",
+     "sglang.service"),
+    # Another user's `systemctl --user` unit of the same name.
+    ("0::/user.slice/user-1234.slice/user@1234.service/app.slice/sglang.service\n",
+     "user@1234.service"),
+    # A container's own systemd (podman --systemd, systemd-nspawn), seen from the host.
+    ("0::/machine.slice/libpod-8f3e.scope/container/system.slice/sglang.service\n", None),
+    ("0::/machine.slice/systemd-nspawn@gpu.service/payload/system.slice/sglang.service\n",
+     "systemd-nspawn@gpu.service"),
+    ("0::/user.slice/user-1234.slice/session-4.scope\n", None),
+    ("0::/\n", None),
+])
+def test_the_unit_is_the_first_service_under_slices_only(tmp_path, cgroup, unit):
+    proc = fake_proc(tmp_path, [dict(FOREIGN[0], cgroup=cgroup)])
+    assert holders.unit_of(FOREIGN[0]["pid"], proc) == unit
+
+
+@pytest.mark.parametrize("cgroup", [
+    "0::/user.slice/user-1234.slice/user@1234.service/app.slice/sglang.service\n",
+    "0::/machine.slice/libpod-8f3e.scope/container/system.slice/sglang.service\n",
+    "0::/machine.slice/systemd-nspawn@gpu.service/payload/system.slice/sglang.service\n"])
+def test_another_users_unit_or_a_containers_of_the_same_name_is_foreign(tmp_path, cgroup):
+    # On the release's port: refused by name, never ended as a leftover.
+    other = {"pid": 6100, "uid": OTHER_UID, "cgroup": cgroup, "sockets": [777],
+             "argv": ["/home/eve/venv/bin/python", "-m", "sglang.launch_server"]}
+    proc = fake_proc(tmp_path, [other], listen={30000: (OTHER_UID, 777)})
+    params = {"service": "sglang", "user": "sglang", "base_dir": "/opt/sglang", "port": 30000,
+              "nvidia_smi": "/nonexistent/nvidia-smi", "visible_devices": ""}
+    found = free.survey(params, SERVICE_UID, False, proc)
+    assert found["mine"] == {}
+    assert [(h["pid"], h["owner"]) for h in found["holders"]] == [(6100, "foreign")]
+
+
+def test_a_pid_reused_between_the_survey_and_the_signal_is_never_signalled(tmp_path):
+    # The survey read the leftover's start time; by the signal its PID names a process that
+    # started later (here: this test's own child, whose start differs from the recorded one).
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        recorded_start = str(int(holders.process(other.pid)["start"]) - 1)
+        leftovers = {other.pid: {"start": recorded_start, "text": f"pid {other.pid}"}}
+        ended, alive = free.end(leftovers, term_grace=1, deadline=time.monotonic() + 5)
+        assert alive == {} and ended == [{"pid": other.pid, "text": f"pid {other.pid}",
+                                          "signal": None}]
+        time.sleep(0.2)
+        assert other.poll() is None, "the process that reused the PID was signalled"
+        # The same process, its start as read: ended.
+        same = {other.pid: {"start": holders.process(other.pid)["start"], "text": "it"}}
+        ended, alive = free.end(same, term_grace=5, deadline=time.monotonic() + 60)
+        assert [e["signal"] for e in ended] == ["SIGTERM"] and other.wait(timeout=60) == -15
+    finally:
+        other.kill()
+        other.wait()
 
 
 # --- real processes: the port, the ending of leftovers ---------------------------------------
