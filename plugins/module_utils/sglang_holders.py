@@ -65,6 +65,25 @@ def unit_of(pid, proc="/proc"):
     return None
 
 
+def started_release(pid, base_dir, proc="/proc"):
+    """(release id, None) that process `pid` started from, or (None, why): the release's
+    `launch` runs `<base_dir>/releases/<id>/launch.py` (its own path resolved), which the
+    command line, readable without ptrace, keeps."""
+    if not str(pid or "").isdigit() or int(pid) == 0:
+        return None, "no main process"
+    try:
+        argv = _read(proc, pid, "cmdline", "rb").split(b"\0")
+    except OSError as exc:
+        return None, f"pid {pid}'s command line is unreadable: {exc.strerror or exc}"
+    releases = os.path.join(os.path.realpath(base_dir), "releases")
+    for arg in argv[:4]:
+        path = arg.decode(errors="replace")
+        head, name = os.path.split(path)
+        if name == "launch.py" and os.path.dirname(head) == releases:
+            return os.path.basename(head), None
+    return None, f"pid {pid} runs no release's launch.py under {releases}"
+
+
 def user_name(uid):
     try:
         return pwd.getpwuid(uid).pw_name

@@ -14,6 +14,10 @@ description:
     the API keys' file), the owner, group and mode of each directory in O(directories), the
     service account and its groups (O(user)), and the unit's systemd state (active, enabled,
     no pending daemon-reload).
+  - With C(release), the release the unit's process started from is compared too: read from the
+    main process's command line (the release's C(launch) runs C(releases/<id>/launch.py), the
+    path resolved), never from C(current), which a run cut after its switch and before the
+    restart leaves on a release that never started. Unreadable is a difference (fail closed).
   - File contents are compared by sha256. The controller sends the digest of what it would
     write (C(files[].sha256)), never the content, so a key file's content never reaches the
     host's logs.
@@ -51,6 +55,13 @@ options:
       owner: {description: Expected owner name., type: str, required: true}
       group: {description: Expected group name., type: str, required: true}
       mode: {description: Expected mode as an octal string., type: str, required: true}
+  base_dir:
+    description: Base directory of the releases (C(sglang_base_dir)); needed with C(release).
+    type: path
+  release:
+    description: The release id the deploy would serve; the unit's process must have started
+      from it.
+    type: str
   user:
     description:
       - The service account (C(name), C(group), and C(groups) it must belong to when the host
@@ -83,9 +94,18 @@ differences:
   elements: str
   returned: always
 systemd:
-  description: The unit's C(ActiveState), C(UnitFileState) and C(NeedDaemonReload).
+  description: The unit's C(ActiveState), C(UnitFileState), C(NeedDaemonReload) and C(MainPID).
   type: dict
   returned: always
+serving_release:
+  description: The release id the unit's main process started from; null when it is not
+    running or its command line does not say (C(serving_reason) tells why).
+  type: str
+  returned: when release is given
+serving_reason:
+  description: Why C(serving_release) is null.
+  type: str
+  returned: when release is given
 """
 
 import grp
@@ -95,6 +115,7 @@ import pwd
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_holders import started_release
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import show
 
 
@@ -175,8 +196,10 @@ def user_differences(user):
 
 
 def systemd_state(service):
-    """{ActiveState, UnitFileState, NeedDaemonReload} of the unit, read in one systemctl call."""
-    state, error = show(service + ".service", ["ActiveState", "UnitFileState", "NeedDaemonReload"])
+    """{ActiveState, UnitFileState, NeedDaemonReload, MainPID} of the unit, in one systemctl
+    call."""
+    state, error = show(service + ".service", ["ActiveState", "UnitFileState", "NeedDaemonReload",
+                                               "MainPID"])
     if error:
         return {"error": error.strip()[:500]}
     return state
@@ -193,6 +216,20 @@ def systemd_differences(state, service):
     if state.get("NeedDaemonReload") == "yes":
         found.append(f"{service}: the unit changed on disk since systemd read it")
     return found
+
+
+def serving_differences(state, service, base_dir, release, proc="/proc"):
+    """({serving_release, serving_reason}, differences) of the release the unit's process runs
+    (no difference of its own for a unit that is not active: systemd_differences says so)."""
+    if state.get("ActiveState") != "active":
+        return {"serving_release": None, "serving_reason": "the unit is not active"}, []
+    found, why = started_release(state.get("MainPID"), base_dir, proc)
+    result = {"serving_release": found, "serving_reason": why}
+    if found == release:
+        return result, []
+    if found is None:
+        return result, [f"{service}: which release its process started from is unknown ({why})"]
+    return result, [f"{service}: its process started from release {found}, not {release}"]
 
 
 def main():
@@ -214,7 +251,10 @@ def main():
                 "mode": {"type": "str", "required": True},
             }},
             "user": {"type": "dict", "default": {}},
+            "base_dir": {"type": "path"},
+            "release": {"type": "str"},
         },
+        required_by={"release": "base_dir"},
         supports_check_mode=True,
     )
     p = module.params
@@ -229,8 +269,12 @@ def main():
     differences += user_differences(p["user"])
     state = systemd_state(p["service"])
     differences += systemd_differences(state, p["service"])
+    serving = {}
+    if p["release"] is not None and "error" not in state:
+        serving, found = serving_differences(state, p["service"], p["base_dir"], p["release"])
+        differences += found
     module.exit_json(changed=False, unchanged=not differences, differences=differences,
-                     systemd=state)
+                     systemd=state, **serving)
 
 
 if __name__ == "__main__":

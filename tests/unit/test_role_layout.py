@@ -340,10 +340,13 @@ def test_internal_facts_and_entry_points_do_not_grow():
     """A ratchet, lowered as the roles shrink: internal names, names written from more than one
     file (each another file can clobber), and the deploy role's public entry points. Issue 31
     asked for at most 60 names, 5 multi-writer names and 10 entry points; a change that adds one
-    must take one away or say why here."""
+    must take one away or say why here. Issue 44 added one multi-writer name:
+    __sglang_service_state, the read of which release the unit's process runs, is registered by
+    the deploy's host/read_changes.yml and by the rollback entry point, which never run in one
+    play (a rollback cut after its switch is finished by the next, on that read)."""
     writers = writers_of_facts()
     multi = sorted(name for name, files in writers.items() if len(files) > 1)
     print(f"internal facts: {len(writers)}, written from more than one file: {len(multi)}: {multi}")
     assert len(writers) <= 60, sorted(writers)
-    assert len(multi) <= 2, multi
+    assert len(multi) <= 3, multi
     assert len(entry_points("sglang")) <= 10, sorted(entry_points("sglang"))

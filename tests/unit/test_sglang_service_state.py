@@ -8,6 +8,8 @@ import json
 import os
 import pwd
 
+import pytest
+
 from ansible.module_utils import basic
 
 from support import load_module
@@ -83,3 +85,60 @@ def test_main_takes_a_digest_never_the_content(tmp_path):
     assert result["changed"] is False and result["unchanged"] is False
     assert f"{path}: content differs" in result["differences"]
     assert "key-0123456789" not in out.getvalue()
+
+
+# --- which release the unit's process started from (not the one `current` names) ------------
+
+def _proc(tmp_path, pid, argv):
+    (tmp_path / "proc" / str(pid)).mkdir(parents=True)
+    (tmp_path / "proc" / str(pid) / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv)
+                                                           + b"\0")
+    return str(tmp_path / "proc")
+
+
+LAUNCHER = ["/opt/sglang/envs/3f9a/bin/python", "/opt/sglang/releases/{}/launch.py", "--secrets",
+            "/etc/sglang/keys.json", "--", "/opt/sglang/envs/3f9a/bin/python", "-m",
+            "sglang.launch_server", "--config", "/opt/sglang/releases/{}/config.yaml"]
+
+
+def _launcher(release):
+    return [a.format(release) for a in LAUNCHER]
+
+
+def test_the_release_run_is_read_from_the_process_never_from_current(tmp_path):
+    # A run cut after its switch and before the restart: current names B, A's process serves.
+    proc = _proc(tmp_path, 4242, _launcher("20261204T101010-a1"))
+    active = {"ActiveState": "active", "MainPID": "4242"}
+    serving, found = state.serving_differences(active, "sglang", "/opt/sglang",
+                                               "20261204T111111-b2", proc)
+    assert serving == {"serving_release": "20261204T101010-a1", "serving_reason": None}
+    assert found == ["sglang: its process started from release 20261204T101010-a1, not "
+                     "20261204T111111-b2"]
+    assert state.serving_differences(active, "sglang", "/opt/sglang", "20261204T101010-a1",
+                                     proc)[1] == []
+
+
+@pytest.mark.parametrize("active, argv, why", [
+    ({"ActiveState": "active", "MainPID": "0"}, None, "no main process"),
+    ({"ActiveState": "active", "MainPID": "4242"}, None, "command line is unreadable"),
+    # Something else runs as the unit's main process (an ExecStart edited by hand).
+    ({"ActiveState": "active", "MainPID": "4242"}, ["/usr/bin/python3", "-m", "http.server"],
+     "runs no release's launch.py under /opt/sglang/releases"),
+    # A launch.py elsewhere, or of a release directory's sibling, is not a release.
+    ({"ActiveState": "active", "MainPID": "4242"}, ["python", "/tmp/releases/x/launch.py"],
+     "runs no release's launch.py"),
+])
+def test_unknown_is_a_difference_with_its_reason(tmp_path, active, argv, why):
+    proc = _proc(tmp_path, 4242, argv) if argv else str(tmp_path / "proc")
+    serving, found = state.serving_differences(active, "sglang", "/opt/sglang", "r1", proc)
+    assert serving["serving_release"] is None and why in serving["serving_reason"]
+    assert found == [f"sglang: which release its process started from is unknown "
+                     f"({serving['serving_reason']})"]
+
+
+def test_a_unit_that_is_not_active_is_said_once():
+    serving, found = state.serving_differences({"ActiveState": "inactive"}, "sglang",
+                                               "/opt/sglang", "r1")
+    assert found == [] and serving["serving_reason"] == "the unit is not active"
+    assert state.systemd_differences({"ActiveState": "inactive", "UnitFileState": "enabled"},
+                                     "sglang") == ["sglang: inactive, not active"]

@@ -161,8 +161,46 @@ def held_lock(host, refused_rollback):
     return seen
 
 
+def serving(host):
+    """(pid, release) of the unit's main process: the release its launcher started from."""
+    pid = host.check_output("systemctl show -p MainPID --value sglang")
+    argv = host.check_output(f"tr '\\0' ' ' < /proc/{pid}/cmdline").split()
+    launcher = next((a for a in argv if a.endswith("/launch.py")), "")
+    return pid, launcher.rsplit("/", 2)[-2] if launcher else None
+
+
+# A run cut between two tasks leaves the lock; the run after breaks it as an operator would.
+BREAK_LOCK = {"sglang_lock_break_stale": True, "sglang_lock_stale_after": 1}
+SWITCH = "Point current at the release"  # release/activate.yml, release/switch_to.yml
+
+
 @pytest.fixture(scope="module")
-def kept(host, held_lock):
+def cut_runs(host, held_lock, release_a):
+    """A deploy of F cut right after it moved current (before the restart), then the same
+    deploy again; a rollback by hand to A cut right after its switch, then the rollback again."""
+    seen = {"before": serving(host)}
+    f_env = {"sglang_env": {**KNOBS, "SGLANG_STANDIN_TTFT_MS": "235"}, **ANY_SPEED}
+    seen["deploy_cut"] = play("deploy.yml", f_env, cut_after=SWITCH)
+    seen["f"] = current(host)
+    seen["after_deploy_cut"] = serving(host)
+    seen["f_status_cut"] = manifest(host, seen["f"])["status"]
+    seen["deploy_again"] = play("deploy.yml", {**f_env, **BREAK_LOCK})
+    seen["after_deploy_again"] = serving(host)
+    seen["f_status"] = manifest(host, seen["f"])["status"]
+    seen["rollback_cut"] = play("playbooks/rollback.yml", {"sglang_rollback_to": release_a["id"]},
+                                cut_after=SWITCH)
+    seen["current_rollback_cut"] = current(host)
+    seen["after_rollback_cut"] = serving(host)
+    seen["rollback_again"] = play("playbooks/rollback.yml", BREAK_LOCK)
+    seen["current"] = current(host)
+    seen["after_rollback_again"] = serving(host)
+    seen["statuses"] = {r: manifest(host, r)["status"] for r in (release_a["id"], seen["f"])}
+    seen["serves"] = serves(host)
+    return seen
+
+
+@pytest.fixture(scope="module")
+def kept(host, cut_runs):
     """The releases left once every run on the service is done."""
     return releases(host)
 
@@ -404,6 +442,33 @@ def test_the_ml_env_link_on_a_read_only_filesystem_leaves_current_where_it_was(r
     assert seen["link"].endswith("/envs/" + release_a["manifest"]["env"])
 
 
+def test_a_deploy_cut_after_its_switch_is_started_and_proven_by_the_next_run(release_a,
+                                                                             cut_runs):
+    seen, f = cut_runs, cut_runs["f"]
+    assert seen["deploy_cut"]["cut"] and f != release_a["id"]
+    # Cut: current names F, which never started; A's process still serves.
+    assert seen["after_deploy_cut"] == seen["before"] and seen["before"][1] == release_a["id"]
+    assert seen["f_status_cut"] == "active"
+    # The next run restarts onto F before it calls F good (it used to verify A's process and
+    # mark F good).
+    assert seen["deploy_again"]["status"] == "successful", seen["deploy_again"]["msg"]
+    assert seen["after_deploy_again"][1] == f and seen["after_deploy_again"][0] != seen["before"][0]
+    assert seen["f_status"] == "good"
+
+
+def test_a_rollback_cut_after_its_switch_is_finished_by_the_next_run(release_a, cut_runs):
+    seen, f = cut_runs, cut_runs["f"]
+    assert seen["rollback_cut"]["cut"]
+    assert seen["current_rollback_cut"] == release_a["id"] and seen["after_rollback_cut"][1] == f
+    # The re-run names no target: it finishes the rollback to A (it used to roll back to F,
+    # the release the cut run was leaving, still marked good).
+    out = seen["rollback_again"]
+    assert out["status"] == "successful", out["msg"]
+    assert "was cut after its switch" in out["stdout"]
+    assert seen["current"] == release_a["id"] and seen["after_rollback_again"][1] == release_a["id"]
+    assert seen["statuses"] == {release_a["id"]: "good", f: "rolled-back"} and seen["serves"]
+
+
 def test_a_no_change_rerun_changes_nothing(release_a, rerun):
     assert rerun["out"]["status"] == "successful"
     assert rerun["out"]["changed"] == 0
@@ -429,9 +494,10 @@ def test_a_second_run_is_refused_while_another_holds_the_lock(release_a, held_lo
     assert not held_lock["lock_left"]  # released at the end of the run
 
 
-def test_no_good_release_was_deleted(release_a, release_e_then_rollback, kept):
+def test_no_good_release_was_deleted(release_a, release_e_then_rollback, cut_runs, kept):
     assert release_a["id"] in kept and release_e_then_rollback["e"] in kept
-    assert len(kept) == 5  # A, three failed (the limit is 3), E
+    assert cut_runs["f"] in kept
+    assert len(kept) == 6  # A, three failed (the limit is 3), E, F
 
 
 def test_a_host_with_no_good_release_is_left_stopped(release_a, fresh_service):

@@ -1,0 +1,45 @@
+# Copyright: sglang-deploy contributors
+# SPDX-License-Identifier: Apache-2.0
+"""A test callback: kill the playbook process (SIGKILL) right after a named task ends.
+
+A cut between two tasks, as a host sees one when the controller dies, the operator's laptop
+sleeps or CI times out: the task before it finished on the host, the task after it never
+started, and no rescue or always section runs. Enabled by the tests only
+(ANSIBLE_CALLBACKS_ENABLED=sglang_cut), on SGLANG_TEST_CUT_AFTER (a prefix of the task's
+name); SGLANG_TEST_CUT_MARK names a file written just before the kill, so a test tells a cut
+run from one that ended before reaching the task.
+"""
+
+import os
+import signal
+
+from ansible.plugins.callback import CallbackBase
+
+DOCUMENTATION = r"""
+name: sglang_cut
+type: aggregate
+short_description: Kill the playbook process after a named task (tests only)
+description: Kill the playbook process with SIGKILL once the task named by SGLANG_TEST_CUT_AFTER ends.
+"""
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "sglang_cut"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def _ended(self, result):
+        after = os.environ.get("SGLANG_TEST_CUT_AFTER")
+        if after and result._task.get_name().startswith(after):  # pylint: disable=protected-access
+            mark = os.environ.get("SGLANG_TEST_CUT_MARK")
+            if mark:
+                with open(mark, "w", encoding="utf-8") as handle:
+                    handle.write(result._task.get_name() + "\n")  # pylint: disable=protected-access
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def v2_runner_on_ok(self, result):
+        self._ended(result)
+
+    def v2_runner_on_skipped(self, result):
+        self._ended(result)
