@@ -36,6 +36,9 @@ LIBRARY = ("sglang_drift", "sglang_effective", "sglang_files")
 # The textfile's temp name while it is written: a dot and no .prom, so node_exporter skips it.
 OUT_PREFIX = ".sglang-drift."
 
+# The most /server_info may hold (SGLang's is a few kB): a larger answer is not read whole.
+MAX_BODY = 4 * 1024 * 1024
+
 # The settings of the effective view (sglang_effective) a release is held to after its proof.
 SETTINGS = ("version", "tp_size", "decode_cuda_graph", "decode_backend", "prefill_cuda_graph",
             "prefill_backend", "speculative", "attention_backend")
@@ -82,21 +85,53 @@ def _key(secrets):
     return (keys.get("admin-api-key") or keys.get("api-key") or "") if isinstance(keys, dict) else ""
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer, never followed: the key goes to the URL the check was given and
+    to no other origin (the request's Authorization header would go with it)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
+def _body(answer, deadline, where):
+    """The answer's body, read until `deadline` (time.monotonic) and up to MAX_BODY: a server
+    that trickles or never ends holds the check (and a deploy that runs it) at most one read's
+    timeout past the deadline."""
+    chunks, size = [], 0
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise Unknown("unreachable", f"{where}: the answer did not end within the timeout")
+        chunk = answer.read1(65536)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise Unknown("bad_answer", f"{where}: the answer is larger than {MAX_BODY} bytes")
+        chunks.append(chunk)
+
+
 def live(url, secrets="", timeout=10.0):
-    """The effective view of the live server's /server_info (/get_server_info before 0.5.6)."""
+    """The effective view of the live server's /server_info (/get_server_info before 0.5.6),
+    read within `timeout` seconds in all."""
     key = _key(secrets)
+    deadline = time.monotonic() + timeout
     for path in ("/server_info", "/get_server_info"):
         request = urllib.request.Request(url.rstrip("/") + path)
         if key:
             request.add_header("Authorization", f"Bearer {key}")
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as answer:  # noqa: S310 - our URL
-                body = answer.read()
+            with _OPENER.open(request, timeout=timeout) as answer:  # noqa: S310 - our URL
+                body = _body(answer, deadline, url + path)
         except urllib.error.HTTPError as exc:
             if exc.code == 404 and path == "/server_info":
                 continue
             kind = "auth" if exc.code in (401, 403) else "bad_answer"
-            raise Unknown(kind, f"{url}{path} answered HTTP {exc.code}") from None
+            moved = " (a redirect is not followed)" if 300 <= exc.code < 400 else ""
+            raise Unknown(kind, f"{url}{path} answered HTTP {exc.code}{moved}") from None
         except (OSError, ValueError) as exc:
             raise Unknown("unreachable", f"{url}{path}: {exc}") from None
         try:
@@ -131,6 +166,12 @@ def check(base_dir, url, secrets="", timeout=10.0, now=None):
     except Unknown as exc:
         result.update(kind=exc.kind, reason=str(exc), release=result["release"] or exc.release)
         return result
+    if not any(row["drift"] is not None for row in result["settings"]):
+        # A record that holds none of the settings proves nothing: unknown, not "0 match".
+        result.update(settings=[], kind="no_record",
+                      reason=f"release {result['release']} recorded none of the settings "
+                             f"({', '.join(SETTINGS)}): nothing to compare with")
+        return result
     drifted = [row["setting"] for row in result["settings"] if row["drift"]]
     result["ok"] = not drifted
     result["reason"] = ("drift: " + ", ".join(drifted) if drifted else
@@ -146,7 +187,9 @@ def _value(value):
 
 
 def _label(value):
-    return _value(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    # A lone surrogate (JSON's "\ud800") has no UTF-8: written escaped, never a crash.
+    text = _value(value).encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def prom(result, host=""):

@@ -152,3 +152,108 @@ def test_what_a_cut_run_left_is_swept_but_not_a_timer_runs_write_in_progress(tmp
     module.sweep(str(textfile), module.OUT_TEMP, module.OUT_TEMP_AGE_S)
     assert sorted(os.listdir(programs)) == ["notes.txt"]
     assert sorted(os.listdir(textfile)) == [".sglang-drift.now"]
+
+
+# --- whatever answers on the port (docs/security.md#trust-boundaries) -----------------------
+
+def _hostile(handler_body):
+    """A server on a free port whose every GET runs `handler_body(self)`; yields its URL."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        seen = []
+
+        def do_GET(self):  # noqa: N802 - http.server's name
+            Handler.seen.append((self.path, self.headers.get("Authorization")))
+            handler_body(self)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, Handler.seen
+
+
+def _keyed(tmp_path):
+    secrets = tmp_path / "secrets.json"
+    secrets.write_text(json.dumps({"api-key": "k" * 32}))
+    return str(secrets)
+
+
+def test_a_redirect_to_another_origin_is_not_followed_and_the_key_stays(standin, tmp_path):
+    elsewhere, elsewhere_seen = _hostile(lambda h: (h.send_response(200), h.end_headers(),
+                                                    h.wfile.write(b"{}")))
+    target = f"http://127.0.0.1:{elsewhere.server_address[1]}/steal"
+
+    def redirect(handler):
+        handler.send_response(302)
+        handler.send_header("Location", target)
+        handler.end_headers()
+
+    port, _ = _hostile(redirect)
+    try:
+        base = released(tmp_path / "base", {"tp_size": 2})
+        result = drift.check(base, f"http://127.0.0.1:{port.server_address[1]}",
+                             _keyed(tmp_path), timeout=5)
+    finally:
+        port.shutdown()
+        elsewhere.shutdown()
+    assert result["ok"] is None and result["kind"] == "bad_answer"
+    assert "HTTP 302 (a redirect is not followed)" in result["reason"]
+    assert elsewhere_seen == [], "the key went to another origin"
+
+
+def test_a_trickling_answer_is_cut_at_the_deadline(tmp_path):
+    import time
+
+    def trickle(handler):
+        handler.send_response(200)
+        handler.send_header("Content-Length", "100000")
+        handler.end_headers()
+        for _ in range(600):
+            handler.wfile.write(b" ")
+            handler.wfile.flush()
+            time.sleep(0.05)
+
+    server, _ = _hostile(trickle)
+    try:
+        base = released(tmp_path / "base", {"tp_size": 2})
+        started = time.monotonic()
+        result = drift.check(base, f"http://127.0.0.1:{server.server_address[1]}", timeout=1)
+        took = time.monotonic() - started
+    finally:
+        server.shutdown()
+    assert result["ok"] is None and "did not end within the timeout" in result["reason"]
+    # A byte every 50 ms for 30 s: the check ends at its 1 s deadline plus at most one read.
+    assert took < 10, took
+
+
+def test_a_lone_surrogate_in_server_info_is_written_escaped(tmp_path):
+    body = b'{"tp_size": 2, "version": "0.5.23\\ud800"}'
+    server, _ = _hostile(lambda h: (h.send_response(200), h.end_headers(), h.wfile.write(body)))
+    try:
+        base = released(tmp_path / "base", {"tp_size": 2, "version": "0.5.23"})
+        result = drift.check(base, f"http://127.0.0.1:{server.server_address[1]}", timeout=5)
+    finally:
+        server.shutdown()
+    assert result["ok"] is False
+    out = tmp_path / "sglang.prom"
+    drift.publish(str(out), result, "gpu1")
+    assert 'live="0.5.23\\\\ud800"' in out.read_text(encoding="utf-8")
+
+
+def test_a_record_with_none_of_the_settings_is_unknown_not_a_clean_bill(standin, tmp_path):
+    url, _engine = standin(**ARGS)
+    base = tmp_path / "base"
+    released(base, None)
+    manifest = base / "current" / "manifest.json"
+    manifest.write_text(json.dumps({"id": "x", "status": "good",
+                                    "verification": {"effective": {}, "ok": True}}))
+    result = drift.check(str(base), url)
+    assert result["ok"] is None and result["kind"] == "no_record"
+    assert "recorded none of the settings" in result["reason"]
+    assert series(drift.prom(result, "gpu1"))[
+        'sglang_drift_check_success{sglang_host="gpu1",release="20261203T120000Z-abc123"}'] == 0
