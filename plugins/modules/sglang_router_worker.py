@@ -75,8 +75,13 @@ workers:
   type: list
   returned: always
 drained:
-  description: Whether a removed worker had no running request left.
+  description: Whether a removed worker had no running request left; null when its running
+    count could not be read (C(drain_reason) says why): never true without the count.
   type: bool
+  returned: when state is absent
+drain_reason:
+  description: What C(drained) rests on.
+  type: str
   returned: when state is absent
 """
 
@@ -137,7 +142,8 @@ def present(router, worker, api_key, timeout, check_mode):
 def absent(router, worker, api_key, timeout, drain_timeout, check_mode):
     listed = [w for w in workers(router, api_key) if w["url"] == worker]
     if not listed or check_mode:
-        return {"changed": bool(listed), "drained": not listed}
+        return {"changed": bool(listed), "drained": True if not listed else None,
+                "drain_reason": "not in the router" if not listed else "check mode: not drained"}
     for w in listed:
         # The id comes from the router's answer: one path segment, quoted, never a path.
         if not isinstance(w["id"], (str, int)) or isinstance(w["id"], bool) or w["id"] == "":
@@ -152,16 +158,31 @@ def absent(router, worker, api_key, timeout, drain_timeout, check_mode):
           lambda: all(w["url"] != worker for w in workers(router, api_key)) or "still listed",
           timeout)
 
-    def idle():
-        running = requests_in_flight(worker)
-        return running in (0, None) or f"{running:g} requests running"
+    return dict(drain(worker, drain_timeout), changed=True)
 
-    drained = True
+
+def drain(worker, drain_timeout, in_flight=requests_in_flight):
+    """{drained, drain_reason} of a worker out of the router: True once its running count reads
+    0, False when requests still run at the bound, None when the count cannot be read (metrics
+    off, a key in front, a gauge of NaN): never a clean bill without the count. The stop that
+    follows drains in SGLang itself either way (sglang_stop)."""
+    seen = {}
+
+    def idle():
+        seen["running"] = running = in_flight(worker)
+        if running is None:
+            return True  # nothing to wait on: unknown, said below
+        return running == 0 or f"{running:g} requests running"
+
     try:
         _wait(f"{worker} drained", idle, drain_timeout)
-    except RouterError:
-        drained = False
-    return {"changed": True, "drained": drained}
+    except RouterError as exc:
+        return {"drained": False, "drain_reason": str(exc)}
+    if seen.get("running") is None:
+        return {"drained": None,
+                "drain_reason": f"unknown: {worker}/metrics gives no running count (no "
+                                "--enable-metrics, a key in front of it, or not a number)"}
+    return {"drained": True, "drain_reason": "no request running"}
 
 
 def ready(router, expected, api_key, timeout):

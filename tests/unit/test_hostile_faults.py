@@ -596,3 +596,17 @@ def test_host_prereqs_refuses_a_nul_in_a_path_by_name(name, tmp_path):
     args = {"venv": str(tmp_path), "nvidia_smi": "/nonexistent", name: "a\0b"}
     result, _ = main_of("sglang_host_prereqs", args)
     assert result.get("failed") and name in result["msg"], result
+
+
+@pytest.mark.parametrize("metrics, drained, words", [
+    (reply(200, b"sglang:num_running_reqs 0\n"), True, "no request running"),
+    (reply(200, b"sglang:num_running_reqs{x=\"1\"} NaN\n"), None, "gives no running count"),
+    (reply(401, b"{}"), None, "gives no running count"),
+    (reply(404, b"no metrics"), None, "gives no running count"),
+    (reply(200, b"sglang:num_running_reqs 3\n"), False, "3 requests running"),
+])
+def test_a_drain_without_a_running_count_is_unknown_never_drained(metrics, drained, words):
+    worker = load_module("sglang_router_worker")
+    with serve(metrics) as url:
+        result = worker.drain(url, drain_timeout=1.5)
+    assert result["drained"] is drained and words in result["drain_reason"], result
