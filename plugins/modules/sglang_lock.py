@@ -9,7 +9,8 @@ short_description: Take or release the per-host deploy lock
 description:
   - C(state=present) creates C(<base_dir>/.deploy.lock) atomically (O_EXCL) with who holds it.
     When another run holds it, fails at once saying who and since when. The same run (same
-    C(run_id)) may take it again.
+    C(run_id)) may take it again, which renews it (C(since) is now): a run longer than
+    C(stale_after), such as a tune sweep, takes it again before each step.
   - A lock older than C(stale_after) seconds, or dated in the future, is reported as stale
     (its run was killed); it is cleared only when C(break_stale) is true. Taking and breaking
     happen under an flock on C(.deploy.lock.guard), so of many runs breaking one stale lock
@@ -143,6 +144,20 @@ def _create(path, content):
         os.unlink(tmp)
 
 
+def _replace(path, content):
+    """Rewrite the lock this run holds, whole (rename(2) of a written file); under the guard."""
+    tmp = f"{path}.{os.getpid()}.{time.monotonic_ns()}"
+    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(content, handle)
+        os.rename(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
 def _describe(held):
     try:
         since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(held["since"]))
@@ -171,7 +186,11 @@ def acquire(base_dir, run_id, owner="", stale_after=7200, break_stale=False, now
             if held is None:
                 continue  # released meanwhile
             if held.get("run_id") == run_id:
-                return False, held
+                # The same run again (a long sweep takes it before each step): renewed, so
+                # that it never looks stale to a run that may break a stale lock.
+                renewed = dict(held, since=now())
+                _replace(path, renewed)
+                return False, renewed
             age = now() - held["since"]
             who = _describe(held)
             if -FUTURE_SLACK <= age <= stale_after:

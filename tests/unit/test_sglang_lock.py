@@ -103,3 +103,19 @@ def test_a_lock_never_shows_half_written(tmp_path):
     lock.acquire(str(tmp_path), "run-h", "me")
     assert json.loads((tmp_path / ".deploy.lock").read_text())["run_id"] == "run-h"
     assert sorted(p.name for p in tmp_path.iterdir()) == [".deploy.lock", ".deploy.lock.guard"]
+
+
+def test_a_run_that_takes_its_lock_again_renews_it_so_a_long_sweep_is_never_stale(tmp_path):
+    # A tune sweep (budget 14400 s) holds the lock longer than its stale age (7200 s): it takes
+    # it again before each candidate, and a deploy that breaks stale locks still finds it held.
+    clock = {"now": 1000.0}
+    assert lock.acquire(str(tmp_path), "sweep", "alice@ctl", now=lambda: clock["now"])[0]
+    for step in range(1, 5):
+        clock["now"] = 1000.0 + step * 3600
+        taken, held = lock.acquire(str(tmp_path), "sweep", "alice@ctl", now=lambda: clock["now"])
+        assert not taken and held["since"] == clock["now"]
+    assert json.loads((tmp_path / ".deploy.lock").read_text())["since"] == 1000.0 + 4 * 3600
+    with pytest.raises(lock.Locked, match="another deploy or rollback holds"):
+        lock.acquire(str(tmp_path), "deploy", stale_after=7200, break_stale=True,
+                     now=lambda: clock["now"] + 60)
+    assert sorted(os.listdir(tmp_path)) == [".deploy.lock", ".deploy.lock.guard"]  # no temp left
