@@ -292,9 +292,13 @@ def run(params, check_mode, proc="/proc", smi=_smi):
     state = unit_state(f"{params['service']}.service")
     running = state.get("ActiveState") in RUNNING
     found = survey(params, uid, running, proc, smi)
+    # A leftover that holds the port or a release GPU is named with what it holds.
+    holding = {h["pid"]: h for h in found["holders"] if h.get("pid") is not None}
     leftovers = [] if running else [
-        dict(info, text=holders_of.describe(dict(info, port=None)) + f" ({info['why']})")
-        for info in found["mine"].values()]
+        dict(info, text=holders_of.describe(dict(info, port=holding.get(pid, {}).get("port"),
+                                                 gpus=holding.get(pid, {}).get("gpus")))
+             + f" ({info['why']})")
+        for pid, info in found["mine"].items()]
     result = {"changed": False, "holders": _brief(found["holders"]), "gpus": found["gpus"],
               "leftovers": [{"pid": h["pid"], "text": h["text"]} for h in leftovers],
               "ended": [], "waited_s": 0.0}

@@ -181,6 +181,20 @@ def test_a_reused_pid_is_not_the_process_that_was_ended(tmp_path):
     assert free._gone(41999, "5000", proc)
 
 
+def test_a_leftover_on_a_release_gpu_is_named_with_its_memory(tmp_path, monkeypatch):
+    # The unit is stopped; its two ranks were left on GPUs 0 and 1 (apps-two-ranks.csv).
+    monkeypatch.setattr(free, "unit_state", lambda unit: {"ActiveState": "inactive"})
+    proc = fake_proc(tmp_path, RANKS)
+    params = {"service": "sglang", "user": "sglang", "base_dir": "/opt/sglang", "port": 30000,
+              "nvidia_smi": sys.executable, "visible_devices": "", "state": "checked",
+              "timeout": 5, "term_grace": 1}
+    monkeypatch.setattr(free.pwd, "getpwnam", lambda name: type("P", (), {"pw_uid": SERVICE_UID}))
+    result = free.run(params, True, proc, smi("apps-two-ranks.csv"))
+    texts = {h["pid"]: h["text"] for h in result["leftovers"]}
+    assert "MiB on GPU" in texts[41872] and "MiB on GPU" in texts[41873], texts
+    assert "nothing" not in " ".join(texts.values())
+
+
 # --- other units and containers: a service of the same name is not this one ------------------
 
 @pytest.mark.parametrize("cgroup, unit", [
@@ -272,6 +286,9 @@ def test_a_leftover_of_this_service_on_the_port_is_ended_and_named(tmp_path, ign
         checked, code = run_module("sglang_free", _args(tmp_path, port))
         assert code == 0, checked
         assert [h["pid"] for h in checked["leftovers"]] == [leftover.pid]
+        # Named with what it holds (it said "nothing" for a process on the port).
+        assert checked["leftovers"][0]["text"].endswith(
+            f": port {port} ({ME.pw_name}'s command under {tmp_path})"), checked["leftovers"]
         assert "to end at the start" in checked["summary"] and not checked["changed"]
         assert leftover.poll() is None  # checked ends nothing
 
