@@ -224,3 +224,23 @@ def test_any_8_character_piece_of_a_key_is_redacted(start, length):
 def test_short_runs_of_key_characters_stay():
     from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import redact_text
     assert redact_text("max_total_tokens Qw3rTy1", [SECRET]) == "max_total_tokens Qw3rTy1"
+
+
+def test_every_module_is_placed_at_its_trust_boundaries_and_each_test_class_exists():
+    """docs/security.md#trust-boundaries names every module with the boundaries it crosses, and
+    every test file it cites exists."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "security.md").read_text(encoding="utf-8")
+    section = text.split("## Trust boundaries", 1)[1].split("\n## ", 1)[0]
+    boundaries = re.findall(r"^\| \*\*(.+?)\*\* \|", section, re.M)
+    placed = dict(re.findall(r"^\| `(sglang_\w+)` \| (.+) \|$", section, re.M))
+    modules = sorted(p.stem for p in (root / "plugins" / "modules").glob("sglang_*.py"))
+    assert sorted(placed) == modules
+    for module, crossed in placed.items():
+        names = [part.split(" (")[0].strip() for part in crossed.split(", ")]
+        assert names and set(names) <= set(boundaries), (module, names, boundaries)
+    cited = set(re.findall(r"`(test_\w+\.py)`", section))
+    assert cited and all((root / "tests" / "unit" / name).exists() for name in cited), cited
