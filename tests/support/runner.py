@@ -98,6 +98,9 @@ def play(playbook, extravars=None, check=False, diff=False, verbosity=0, cut_aft
             "failed_task": last.get("task"),
             "msg": (last.get("res") or {}).get("msg", ""),
             "changed": sum((stats.get("changed") or {}).values()),
+            "changed_tasks": [e["event_data"].get("task") for e in events
+                              if e["event"] == "runner_on_ok"
+                              and (e["event_data"].get("res") or {}).get("changed")],
             "events": events,
             "stdout": stdout,
             "seconds": time.monotonic() - started,

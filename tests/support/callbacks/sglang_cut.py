@@ -31,11 +31,13 @@ class CallbackModule(CallbackBase):
 
     def _ended(self, result):
         after = os.environ.get("SGLANG_TEST_CUT_AFTER")
-        if after and result._task.get_name().startswith(after):  # pylint: disable=protected-access
+        # A role's task is named "role : name".
+        name = result._task.get_name().split(" : ", 1)[-1]  # pylint: disable=protected-access
+        if after and name.startswith(after):
             mark = os.environ.get("SGLANG_TEST_CUT_MARK")
             if mark:
                 with open(mark, "w", encoding="utf-8") as handle:
-                    handle.write(result._task.get_name() + "\n")  # pylint: disable=protected-access
+                    handle.write(name + "\n")
             os.kill(os.getpid(), signal.SIGKILL)
 
     def v2_runner_on_ok(self, result):
