@@ -109,6 +109,12 @@ options:
     description: The ml-env path (C(sglang_venv)) that C(state=active) points at the release's
       env and C(state=cleanup) keeps the env of.
     type: path
+  rolled_back_reason:
+    description: With C(state=active), a rollback - the release C(current) names is marked
+      C(rolled-back) with this reason in the same switch, under its lock, just before C(current)
+      moves. A run cut after the switch therefore never takes the release it left for the one
+      to go back to; a switch refused (files or env changed) marks nothing.
+    type: str
   keep_good:
     description: Good releases kept by C(state=cleanup).
     type: int
@@ -598,14 +604,15 @@ def _env_link_ok(env_link, base_dir):
     return os.path.islink(env_link) and os.readlink(env_link) == env_link_target(base_dir)
 
 
-def activate(base_dir, release, check_mode=False, env_link=None):
+def activate(base_dir, release, check_mode=False, env_link=None, rolled_back_reason=None):
     """The switch: every change of the release a host serves goes through it.
 
     The target is verified first (its files against its manifest, its env complete and as
     built); then, under the release and envs locks, after what a cut run left is recovered:
     the release's env link is made, the ml-env link (`env_link`) made to lead through
     `current`, and `current` swapped in one rename. Cut anywhere, `current` names the old or the
-    new release, and the ml-env link leads to that release's env."""
+    new release, and the ml-env link leads to that release's env. With `rolled_back_reason`
+    (a rollback) the release left is marked rolled-back just before `current` moves."""
     manifest = _require(base_dir, release)
     current = read_current(base_dir)
     env = manifest.get("env")
@@ -630,11 +637,11 @@ def activate(base_dir, release, check_mode=False, env_link=None):
         return result
     with _serialised(base_dir), envs.lock(base_dir):
         recover(base_dir)
-        result["manifest"] = _switch(base_dir, release, env_link)
+        result["manifest"] = _switch(base_dir, release, env_link, rolled_back_reason)
     return result
 
 
-def _switch(base_dir, release, env_link):
+def _switch(base_dir, release, env_link, rolled_back_reason=None):
     """The file operations of a switch, in the one order that keeps every cut consistent."""
     manifest = _require(base_dir, release)
     verify(base_dir, release, manifest)
@@ -659,7 +666,7 @@ def _switch(base_dir, release, env_link):
                 f"there (it may be another filesystem than {base_dir}); nothing was switched, "
                 f"current still names {current}") from None
     if current != release:
-        manifest = _point_current(base_dir, release, current)
+        manifest = _point_current(base_dir, release, current, rolled_back_reason)
     if env and not early and not _env_link_ok(env_link, base_dir):
         envs.switch_link(env_link, env_link_target(base_dir))
     return manifest
@@ -689,9 +696,16 @@ def recover(base_dir):
     return done
 
 
-def _point_current(base_dir, release, current):
+def _point_current(base_dir, release, current, rolled_back_reason=None):
     """The manifest changes of an activation, then `current` swapped (under the lock)."""
     manifest = _require(base_dir, release)
+    left = read_manifest(base_dir, current) if current and rolled_back_reason else None
+    if isinstance(left, dict):
+        # A rollback: the release left is marked first. Cut between the two writes, current
+        # still names it, and the next run goes on to the newest good release, the target.
+        _write_json_atomic(os.path.join(release_path(base_dir, current), MANIFEST),
+                           dict(left, status="rolled-back", reason=rolled_back_reason,
+                                **{"rolled-back": _now()}))
     # One release is `active` (live, not yet proven) at a time: an earlier one that never
     # proved itself is superseded, even when two activations raced without the lock.
     for other in _listing(base_dir):
@@ -919,6 +933,7 @@ def main():
             "meta": {"type": "dict", "default": {}},
             "release": {"type": "str"},
             "reason": {"type": "str"},
+            "rolled_back_reason": {"type": "str"},
             "results": {"type": "dict"},
             "packages": {"type": "list", "elements": "str"},
             "env": {"type": "str"},
@@ -945,7 +960,8 @@ def main():
             result = cleanup(p["base_dir"], p["keep_good"], p["keep_other"], module.check_mode,
                              p["env_link"])
         elif p["state"] == "active":
-            result = activate(p["base_dir"], p["release"], module.check_mode, p["env_link"])
+            result = activate(p["base_dir"], p["release"], module.check_mode, p["env_link"],
+                              p["rolled_back_reason"])
         elif p["state"] == "packages":
             env = {k: p[k] for k in ("env", "env_digest") if p[k]}
             result = packages(p["base_dir"], p["release"], p["packages"], module.check_mode, env)

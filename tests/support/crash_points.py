@@ -234,8 +234,9 @@ class Host:
             os.unlink(self.base / "releases" / self.a / "env")
 
 
-def _switch(host, target):
-    return lambda: rel.activate(str(host.base), target, env_link=str(host.link))
+def _switch(host, target, rolled_back_reason=None):
+    return lambda: rel.activate(str(host.base), target, env_link=str(host.link),
+                                rolled_back_reason=rolled_back_reason)
 
 
 def _cleanup(host):
@@ -271,7 +272,8 @@ SCENARIOS = {
     "deploy: switch to a new release": lambda h: (_switch(h, h.b), h.b, None),
     "deploy: switch from the layout before": lambda h: (_switch(h, h.b), h.b, None),
     "rollback: switch back": lambda h: (
-        rel.activate(str(h.base), h.b, env_link=str(h.link)) and _switch(h, h.a), h.a, None),
+        rel.activate(str(h.base), h.b, env_link=str(h.link))
+        and _switch(h, h.a, "rolled back by hand"), h.a, None),
     "env build beside the serving one": lambda h: (
         lambda: _env(h.base, ENV_C, ["sglang==0.5.23", "torch==2.14.1", "extra==1.0"]),
         h.a, ENV_C),

@@ -501,3 +501,25 @@ def test_an_ml_env_link_that_cannot_be_written_leaves_current_and_says_where(tmp
                                                rf"nothing was switched, current still names {one}"):
         rel.activate(str(tmp_path), two, env_link=str(elsewhere))
     assert rel.read_current(str(tmp_path)) == one and leads_to(link) == ENV_A
+
+
+def test_a_rollbacks_switch_marks_the_release_it_leaves_and_a_refused_one_marks_nothing(tmp_path):
+    link, one, two = serving_one_with_two_made(tmp_path)
+    rel.activate(str(tmp_path), two, env_link=str(link))
+    rel.mark(str(tmp_path), two, "good")
+    rel.mark(str(tmp_path), one, "good")
+    # Back to one: two is marked rolled-back by the switch itself, before current moves (a run
+    # cut after it must not take two for the release to go back to).
+    rel.activate(str(tmp_path), one, env_link=str(link), rolled_back_reason="by hand to one")
+    left = rel.read_manifest(str(tmp_path), two)
+    assert rel.read_current(str(tmp_path)) == one
+    assert (left["status"], left["reason"]) == ("rolled-back", "by hand to one")
+    assert rel.info(str(tmp_path))["previous_good"] is None
+    # A refused switch (its files changed) marks nothing: the release that serves stays good.
+    rel.mark(str(tmp_path), two, "good")
+    rel.activate(str(tmp_path), two, env_link=str(link))
+    (tmp_path / "releases" / one / "config.yaml").write_text("edited: 1\n")
+    with pytest.raises(rel.ReleaseError, match="content changed"):
+        rel.activate(str(tmp_path), one, env_link=str(link), rolled_back_reason="by hand")
+    assert rel.read_manifest(str(tmp_path), two)["status"] == "good"
+    assert rel.read_current(str(tmp_path)) == two
