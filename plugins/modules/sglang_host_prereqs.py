@@ -166,7 +166,9 @@ exec_start_pre:
   type: list
   returned: always
 env:
-  description: "The env of O(requirements) when O(envs_base_dir) is given: {id, path, complete}."
+  description: "The env of O(requirements) when O(envs_base_dir) is given: {id, path, complete,
+    intact, changed}; C(intact) false (C(changed) names the packages) when something was
+    installed, removed or edited in a built env since it was built (true for one not built)."
   type: dict
   returned: when envs_base_dir is given
 packages:
@@ -197,7 +199,7 @@ import zipfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_envs import (
-    EnvError, env_id, env_path, link_target, python_identity, read_marker, spec_of)
+    EnvError, check, env_id, env_path, link_target, python_identity, spec_of)
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_pip import check as check_packages
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import systemd_version
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_versions import numeric, older
@@ -392,14 +394,17 @@ def judge(facts, cuda_min_driver, hardening):
 
 
 def planned_env(p):
-    """{id, path, complete} of the env the requirements define (O(envs_base_dir)), or None."""
+    """{id, path, complete, intact, changed} of the env the requirements define
+    (O(envs_base_dir)), or None. A package installed into it by hand (or removed, or a file
+    edited in place) makes it not intact: a re-run then takes the whole path, where the env step
+    names it and refuses (or, with sglang_env_rebuild, builds it again)."""
     if not p["envs_base_dir"]:
         return None
     spec = spec_of(python_identity(p["python"]), p["requirements"], p["install_options"],
                    p["no_deps"])
-    env = env_id(spec)
-    path = env_path(p["envs_base_dir"], env)
-    return {"id": env, "path": path, "complete": os.path.isdir(path) and bool(read_marker(path))}
+    state = check(p["envs_base_dir"], env_id(spec))
+    return dict({key: state[key] for key in ("id", "path", "complete", "changed")},
+                intact=state["intact"] or not state["complete"])
 
 
 def link_failures(p):

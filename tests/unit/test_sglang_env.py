@@ -365,3 +365,22 @@ def test_disk_usage_counts_a_hardlinked_file_once(tmp_path):
     one = envs.disk_usage([str(tree)])
     assert one >= 1_000_000
     assert envs.disk_usage([str(tree), str(other)]) == one
+
+
+def test_a_package_removed_by_hand_makes_the_planned_env_not_intact(tmp_path, wheels):
+    # What host/read.yml reads before the no-change check: a re-run must not call a changed
+    # env unchanged (it checked the marker only, and sglang_env_rebuild never ran there).
+    prereqs = load_module("sglang_host_prereqs")
+    base = tmp_path / "base"
+    params = _params(base, wheels, requirements=["sglang==0.5.23", "extra==1.0"])
+    built = envmod.present(params)
+    read = {"envs_base_dir": str(base), "python": sys.executable,
+            "requirements": params["requirements"], "install_options": params["options"],
+            "no_deps": params["no_deps"]}
+    planned = prereqs.planned_env(read)
+    assert planned["id"] == built["id"] and planned["complete"] and planned["intact"]
+    shutil.rmtree(Path(built["path"]) / "lib" / "python3.11" / "site-packages" / "extra")
+    planned = prereqs.planned_env(read)
+    assert not planned["intact"] and any("extra" in group for group in planned["changed"])
+    # An env not built yet is not "changed".
+    assert prereqs.planned_env(dict(read, requirements=["sglang==0.5.15"]))["intact"]
