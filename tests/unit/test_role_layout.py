@@ -350,3 +350,14 @@ def test_internal_facts_and_entry_points_do_not_grow():
     assert len(writers) <= 60, sorted(writers)
     assert len(multi) <= 3, multi
     assert len(entry_points("sglang")) <= 10, sorted(entry_points("sglang"))
+
+
+def test_every_reading_of_the_hosts_prerequisites_checks_the_disk():
+    """The upgrade plan read the candidate's prerequisites again without the disk a change needs
+    (its report then said nothing of a full disk): every call names __sglang_disk_needs."""
+    calls = [(path.name, task) for path in TASK_FILES for task, _tags in role_tasks(path)
+             if "sglang.deploy.sglang_host_prereqs" in task]
+    assert len(calls) >= 2, calls
+    for name, task in calls:
+        assert task["sglang.deploy.sglang_host_prereqs"].get("disk") == \
+            "{{ __sglang_disk_needs }}", (name, task["name"])
