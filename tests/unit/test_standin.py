@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from sglang_standin import args as argmod
-from sglang_standin.engine import Engine, Knobs
+from sglang_standin.engine import Engine, Knobs, PrefixCache
 
 
 def test_config_file_and_cli_merge_with_cli_winning(tmp_path):
@@ -201,3 +201,79 @@ def _post(url, body):
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req) as resp:
         return json.loads(resp.read())
+
+
+# --- a workload, not a prompt: prefix cache, prefill, a knee, text-dependent accept --------
+
+def test_a_repeated_prompt_hits_the_prefix_cache_and_its_first_token_comes_sooner():
+    engine = Engine({"model-path": "/m"}, Knobs(ttft_ms=50, prefill_tok_s=1000))
+    story = " ".join(f"w{i}" for i in range(400))
+    alive, cached = engine.admit(400, story)
+    assert alive and cached == 0 and engine.prefill_s(400, cached) == 0.4
+    first = next(engine.schedule(16, engine.prefill_s(400, cached)))[0]
+    _alive, cached = engine.admit(400, story)
+    again = next(engine.schedule(16, engine.prefill_s(400, cached)))[0]
+    assert cached == 400 and (first, again) == (0.45, 0.05)
+    # A prompt that shares a prefix prefills only the rest.
+    _alive, cached = engine.admit(500, story + " " + " ".join(f"x{i}" for i in range(100)))
+    assert cached == 400 and engine.prefill_s(500, cached) == 0.1
+    assert "sglang:cache_hit_rate{model_name=" in engine.metrics()
+    assert f" {800 / 1300:.4f}" in engine.metrics()
+
+
+def test_the_prefix_cache_forgets_the_least_recently_used_past_its_capacity():
+    cache = PrefixCache(capacity=10)
+    assert cache.admit(list("abcde")) == 0 and cache.admit(list("vwxyz")) == 0
+    assert cache.admit(list("abcde")) == 5  # used again: kept, the other goes first
+    assert cache.admit(list("klmno")) == 0 and cache.admit(list("vwxyz")) == 0
+
+
+@pytest.mark.parametrize("running, per_user", [(1, 50.0), (8, 50.0), (16, 25.0), (32, 12.5)])
+def test_past_the_knee_per_user_decode_falls_and_the_total_stays(running, per_user):
+    engine = Engine({"model-path": "/m"}, Knobs(tok_s=50, knee=8))
+    assert engine.per_user_tok_s(running) == per_user
+    assert engine.per_user_tok_s(running) * running == min(running, 8) * 50
+
+
+def test_the_accept_length_depends_on_the_text_and_the_server_reports_its_mean():
+    args = {"model-path": "/m", "speculative-algorithm": "NEXTN"}
+    engine = Engine(args, Knobs(accept_length=3.0, accept_spread=0.3))
+    texts = [f"prompt number {i}" for i in range(50)]
+    lengths = [engine.accept_length_of(t) for t in texts]
+    assert lengths == [engine.accept_length_of(t) for t in texts]  # the same text, the same
+    assert 2.1 <= min(lengths) < 2.8 and 3.2 < max(lengths) <= 3.9, (min(lengths), max(lengths))
+    for text, length in zip(texts, lengths):
+        engine.record(0.1, 16, 0.2, length)
+    assert abs(engine.observed_accept_length() - sum(lengths) / 50) < 1e-3
+    # Without the spread every text gets the knob.
+    plain = Engine(args, Knobs(accept_length=3.0))
+    assert {plain.accept_length_of(t) for t in texts} == {3.0}
+
+
+def test_histograms_have_sglangs_buckets_so_quantiles_read_as_from_sglang():
+    engine = Engine({"model-path": "/m"}, Knobs())
+    for ttft in (0.05, 0.3, 0.3, 1.5):
+        engine.record(ttft, 11, 0.2)
+    text = engine.metrics()
+    assert 'sglang:time_to_first_token_seconds_bucket{model_name="/m",is_streaming="true",' \
+           'le="0.1"} 1' in text
+    assert 'le="0.4"} 3' in text and 'le="2"} 4' in text
+    buckets = [line for line in text.splitlines()
+               if line.startswith("sglang:inter_token_latency_seconds_bucket")]
+    assert len(buckets) == 24  # 23 of SGLang's bounds and +Inf
+    assert buckets[-1].endswith(" 40") and 'le="0.02"} 40' in text  # 20 ms gaps, 10 per request
+
+
+def test_over_http_past_the_knee_each_stream_is_slower(standin):
+    """Four streams at once on a knee of 2 get half the knob's speed each."""
+    from ansible_collections.sglang.deploy.plugins.module_utils import sglang_bench
+
+    url, _engine = standin(knobs=Knobs(ttft_ms=5, tok_s=200, tokens_per_chunk=1, knee=2))
+    body = {"model": "m", "prompt": "hello there", "max_tokens": 41, "stream": True,
+            "stream_options": {"include_usage": True}}
+    alone = sglang_bench.run_level(url + "/v1/completions", body, 1, 2)
+    crowded = sglang_bench.run_level(url + "/v1/completions", body, 4, 4)
+    print(f"tok/s per user: alone {alone['decode_tok_s_per_user']}, four at once "
+          f"{crowded['decode_tok_s_per_user']} (knob 200, knee 2)")
+    assert alone["decode_tok_s_per_user"] > 150
+    assert crowded["decode_tok_s_per_user"] < 0.7 * alone["decode_tok_s_per_user"]

@@ -1,6 +1,8 @@
 """What the stand-in reports and how fast it "generates": pure state, no HTTP."""
 
+import collections
 import contextlib
+import hashlib
 import json
 import os
 import threading
@@ -24,6 +26,11 @@ class Knobs:
     crash_after: int = 0
     broken_scheduler: bool = False
     perf_model: bool = False
+    # The workload model (tests/standin/README.md, "A workload, not a prompt"); each off by
+    # default, so a knob's TTFT and TPOT are exact where a test sets no other.
+    prefill_tok_s: float = 0.0  # prompt tokens prefilled per second; 0: prefill is free
+    knee: int = 0  # running requests past which per-user decode slows (total flat); 0: never
+    accept_spread: float = 0.0  # accept length varies with the text by up to this fraction
 
     @classmethod
     def from_env(cls, env=None):
@@ -46,7 +53,36 @@ class Knobs:
             crash_after=pick("CRASH_AFTER", int, 0),
             broken_scheduler=pick("BROKEN_SCHEDULER", str, "0") in ("1", "true", "yes"),
             perf_model=perf.enabled(env),
+            prefill_tok_s=max(0.0, pick("PREFILL_TOK_S", float, 0.0)),
+            knee=max(0, pick("KNEE", int, 0)),
+            accept_spread=min(0.9, max(0.0, pick("ACCEPT_SPREAD", float, 0.0))),
         )
+
+
+class PrefixCache:
+    """SGLang's radix cache, as far as a first token's time can tell: the longest prefix of a
+    prompt's tokens (here its words) that an earlier prompt shared is not prefilled again. Each
+    prefix is one entry (a hash chained over its tokens); the least recently used go first past
+    `capacity` tokens, as the KV cache evicts."""
+
+    def __init__(self, capacity=200_000):
+        self.capacity = capacity
+        self.entries = collections.OrderedDict()
+
+    def admit(self, tokens):
+        """How many leading tokens were cached; the whole prompt is cached afterwards."""
+        cached, chain, hit = 0, 0, True
+        for token in tokens:
+            chain = hash((chain, token))
+            if hit and chain in self.entries:
+                cached += 1
+                self.entries.move_to_end(chain)
+            else:
+                hit = False
+                self.entries[chain] = None
+        while len(self.entries) > self.capacity:
+            self.entries.popitem(last=False)
+        return cached
 
 
 def _installed_sglang_version():
@@ -83,11 +119,15 @@ class Engine:
         self.decode_steps = 0
         self.prefill_steps = 0
         self.ttft_observations = []
+        self.prefix_cache = PrefixCache()
+        self.cached_tokens = 0
+        self.accept_lengths = collections.deque(maxlen=256)
         # sglang:inter_token_latency_seconds as SGLang keeps it (metrics_collector.py,
         # observe_inter_token_latency): the sum grows by each decode interval, the count by the
         # tokens it brought, so rate(count) / rate(sum) is tokens per second per stream.
         self.itl_sum = 0.0
         self.itl_count = 0
+        self.itl_observations = []
         self.model_config = _read_model_config(server_args["model-path"])
         if knobs.perf_model:
             # The speed follows the arguments (tests/standin/sglang_standin/perf.py).
@@ -182,35 +222,73 @@ class Engine:
     def _internal_state(self):
         state = {"last_gen_throughput": self.knobs.tok_s}
         if self.speculative() and self.decode_steps:
-            state["avg_spec_accept_length"] = self.knobs.accept_length
+            state["avg_spec_accept_length"] = self.observed_accept_length()
         return state
 
     # ---- generation -----------------------------------------------------------------------
-    def admit(self, prompt_tokens):
-        """Count one generation request; returns False when the crash knob says die."""
+    def admit(self, prompt_tokens, prompt=""):
+        """Count one generation request: (alive, cached), alive False when the crash knob says
+        die, cached the prompt's leading tokens (words) the prefix cache held."""
         with self.lock:
             self.requests += 1
             self.prompt_tokens += prompt_tokens
             self.prefill_steps += 1
-            return not (self.knobs.crash_after and self.requests > self.knobs.crash_after)
+            cached = min(prompt_tokens, self.prefix_cache.admit(prompt.split()))
+            self.cached_tokens += cached
+            return not (self.knobs.crash_after and self.requests > self.knobs.crash_after), cached
 
-    def schedule(self, max_tokens):
+    def prefill_s(self, prompt_tokens, cached):
+        """Seconds the prefill of the uncached part of a prompt adds to its first token."""
+        if not self.knobs.prefill_tok_s:
+            return 0.0
+        return max(0, prompt_tokens - cached) / self.knobs.prefill_tok_s
+
+    def per_user_tok_s(self, running=None):
+        """Decode tokens per second of one request with `running` in the batch: the knob up to
+        the knee, then falling so that the total stays flat (the GPU's bandwidth is spent)."""
+        running = self.running if running is None else running
+        if self.knobs.knee and running > self.knobs.knee:
+            return self.knobs.tok_s * self.knobs.knee / running
+        return self.knobs.tok_s
+
+    def observed_accept_length(self):
+        """What the server reports: the mean over the recent requests' texts (the knob itself
+        when the accept length does not depend on the text)."""
+        if not self.knobs.accept_spread or not self.accept_lengths:
+            return self.knobs.accept_length
+        return round(sum(self.accept_lengths) / len(self.accept_lengths), 4)
+
+    def accept_length_of(self, text):
+        """The speculative accept length of one text: the knob, moved by up to accept_spread
+        by the text itself (the same text, the same length), as a draft model's hit rate is."""
+        if not self.knobs.accept_spread:
+            return self.knobs.accept_length
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+        where = int.from_bytes(digest[:4], "big") / 0xFFFFFFFF * 2 - 1
+        return round(max(1.0, self.knobs.accept_length * (1 + self.knobs.accept_spread * where)),
+                     4)
+
+    def schedule(self, max_tokens, prefill_s=0.0):
         """Yield (seconds after request start, tokens in chunk) for one streamed answer.
 
-        One token comes with the first chunk (the prefill step), then chunks of
-        `tokens_per_chunk` tokens, each token spaced 1/tok_s apart: so TTFT and TPOT as
+        One token comes with the first chunk (the prefill step, `prefill_s` later for the
+        uncached part of the prompt), then chunks of `tokens_per_chunk` tokens, each token spaced
+        1/tok_s apart (the per-user speed past the knee): so TTFT and TPOT as
         sglang.bench_serving defines them equal the knobs exactly.
         """
         if self.knobs.perf_model:
             yield from self._modelled_schedule(max_tokens)
             return
-        ttft = self.knobs.ttft_ms / 1000.0
+        ttft = self.knobs.ttft_ms / 1000.0 + prefill_s
         yield ttft, 1
         sent = 1
+        at = ttft
         while sent < max_tokens:
             n = min(self.knobs.tokens_per_chunk, max_tokens - sent)
             sent += n
-            yield ttft + (sent - 1) / self.knobs.tok_s, n
+            # Paced at the per-user speed of the batch running now (the knob below the knee).
+            at += n / self.per_user_tok_s()
+            yield at, n
 
     def _modelled_schedule(self, max_tokens):
         """As schedule, at the speed the performance model gives for the batch running now."""
@@ -234,14 +312,19 @@ class Engine:
             with self.lock:
                 self.running -= 1
 
-    def record(self, ttft_s, tokens, decode_s=0.0):
-        """One finished request: its TTFT, tokens and the seconds its decode took."""
+    def record(self, ttft_s, tokens, decode_s=0.0, accept_length=None):
+        """One finished request: its TTFT, tokens, the seconds its decode took and the accept
+        length of its text."""
         with self.lock:
             self.ttft_observations.append(ttft_s)
+            if accept_length is not None:
+                self.accept_lengths.append(accept_length)
             self.generation_tokens += tokens
             if tokens > 1 and decode_s > 0:
                 self.itl_sum += decode_s
                 self.itl_count += tokens - 1
+                # The request's mean gap, once per token it covers.
+                self.itl_observations.append((decode_s / (tokens - 1), tokens - 1))
             self.decode_steps += max(0, -(-(tokens - 1) // self.knobs.tokens_per_chunk))
 
     def set_knobs(self, changes):
@@ -264,7 +347,7 @@ class Engine:
         info = self.server_info()
         graph = not (info.get("disable_cuda_graph") or info.get("cuda_graph_config", {})
                      .get("decode", {}).get("backend") == "disabled")
-        accept = f"accept len: {self.knobs.accept_length:.2f}, " if self.speculative() else ""
+        accept = f"accept len: {self.observed_accept_length():.2f}, " if self.speculative() else ""
         return (f"standin: Decode batch, #running-req: 1, {accept}cuda graph: {graph}, "
                 f"gen throughput (token/s): {self.knobs.tok_s:.2f}")
 
@@ -300,20 +383,41 @@ class Engine:
         if self.speculative():
             lines += [
                 "# TYPE sglang:spec_accept_length gauge",
-                f"sglang:spec_accept_length{{{labels}}} {self.knobs.accept_length}",
+                f"sglang:spec_accept_length{{{labels}}} {self.observed_accept_length()}",
             ]
-        count = len(self.ttft_observations)
         lines += [
-            "# TYPE sglang:time_to_first_token_seconds histogram",
-            f'sglang:time_to_first_token_seconds_bucket{{{labels},le="+Inf"}} {count}',
-            f"sglang:time_to_first_token_seconds_sum{{{labels}}} {sum(self.ttft_observations)}",
-            f"sglang:time_to_first_token_seconds_count{{{labels}}} {count}",
-            "# TYPE sglang:inter_token_latency_seconds histogram",
-            f'sglang:inter_token_latency_seconds_bucket{{{labels},le="+Inf"}} {self.itl_count}',
-            f"sglang:inter_token_latency_seconds_sum{{{labels}}} {self.itl_sum}",
-            f"sglang:inter_token_latency_seconds_count{{{labels}}} {self.itl_count}",
+            "# TYPE sglang:cache_hit_rate gauge",
+            f"sglang:cache_hit_rate{{{labels}}} "
+            f"{self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0:.4f}",
         ]
+        lines += _histogram("sglang:time_to_first_token_seconds", f'{labels},is_streaming="true"',
+                            TTFT_BUCKETS, self.ttft_observations)
+        lines += _histogram("sglang:inter_token_latency_seconds", labels, ITL_BUCKETS,
+                            self.itl_observations, self.itl_sum, self.itl_count)
         return "\n".join(lines) + "\n"
+
+
+# SGLang 0.5.23's buckets (srt/observability/metrics_collector.py, bucket_time_to_first_token
+# and bucket_inter_token_latency), so that quantiles from the stand-in's histograms are read as
+# from SGLang's.
+TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
+ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040,
+               0.060, 0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000,
+               8.000)
+
+
+def _histogram(name, labels, buckets, observations, total=None, count=None):
+    """A Prometheus histogram's lines: cumulative buckets over (value, weight) observations."""
+    pairs = [o if isinstance(o, tuple) else (o, 1) for o in observations]
+    lines = [f"# TYPE {name} histogram"]
+    for bound in buckets:
+        inside = sum(w for v, w in pairs if v <= bound)
+        lines.append(f'{name}_bucket{{{labels},le="{bound:g}"}} {inside}')
+    count = sum(w for _v, w in pairs) if count is None else count
+    total = sum(v * w for v, w in pairs) if total is None else total
+    lines += [f'{name}_bucket{{{labels},le="+Inf"}} {count}',
+              f"{name}_sum{{{labels}}} {total}", f"{name}_count{{{labels}}} {count}"]
+    return lines
 
 
 def _legacy_shape(shape):

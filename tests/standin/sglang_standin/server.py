@@ -117,11 +117,14 @@ class Handler(BaseHTTPRequestHandler):
             prompt = str(body.get("prompt", ""))
         prompt_tokens = max(1, len(prompt.split()))
         max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
-        if not engine.admit(prompt_tokens):
+        alive, cached = engine.admit(prompt_tokens, prompt)
+        if not alive:
             sys.stderr.write("standin: crash knob reached, exiting\n")
             sys.stderr.flush()
             os._exit(1)
         start = time.monotonic()
+        prefill_s = engine.prefill_s(prompt_tokens, cached)
+        accept = engine.accept_length_of(prompt)
         rid = uuid.uuid4().hex
         usage = {
             "prompt_tokens": prompt_tokens,
@@ -130,10 +133,10 @@ class Handler(BaseHTTPRequestHandler):
         }
         kind = "chat.completion" if chat else "text_completion"
         if not body.get("stream"):
-            last_at = max(at for at, _ in engine.schedule(max_tokens))
+            last_at = max(at for at, _ in engine.schedule(max_tokens, prefill_s))
             _sleep_until(start + last_at)
-            ttft = engine.knobs.ttft_ms / 1000.0
-            engine.record(ttft, max_tokens, last_at - ttft)
+            ttft = engine.knobs.ttft_ms / 1000.0 + prefill_s
+            engine.record(ttft, max_tokens, last_at - ttft, accept)
             text = "tok " * max_tokens
             choice = {"index": 0, "finish_reason": "length"}
             if chat:
@@ -161,7 +164,7 @@ class Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         want_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         first_at = None
-        for at, n in engine.schedule(max_tokens):
+        for at, n in engine.schedule(max_tokens, prefill_s):
             _sleep_until(start + at)
             if first_at is None:
                 first_at = time.monotonic() - start
@@ -184,7 +187,8 @@ class Handler(BaseHTTPRequestHandler):
                          "choices": [], "usage": usage})
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
-        engine.record(first_at or 0.0, max_tokens, time.monotonic() - start - (first_at or 0.0))
+        engine.record(first_at or 0.0, max_tokens, time.monotonic() - start - (first_at or 0.0),
+                      accept)
         sys.stderr.write(engine.decode_batch_line() + "\n")
 
     def _event(self, obj):
