@@ -9,7 +9,7 @@ short_description: Take or release the per-host deploy lock
 description:
   - C(state=present) creates C(<base_dir>/.deploy.lock) atomically (O_EXCL) with who holds it.
     When another run holds it, fails at once saying who and since when. The same run (same
-    C(run_id)) may take it again, which renews it (C(since) is now): a run longer than
+    C(run_id)) may take it again, which renews it (C(since) is now); a run longer than
     C(stale_after), such as a tune sweep, takes it again before each step.
   - A lock older than C(stale_after) seconds, or dated in the future, is reported as stale
     (its run was killed); it is cleared only when C(break_stale) is true. Taking and breaking

@@ -76,7 +76,7 @@ workers:
   returned: always
 drained:
   description: Whether a removed worker had no running request left; null when its running
-    count could not be read (C(drain_reason) says why): never true without the count.
+    count could not be read (C(drain_reason) says why), never true without the count.
   type: bool
   returned: when state is absent
 drain_reason:

@@ -14,7 +14,7 @@ description:
     the API keys' file), the owner, group and mode of each directory in O(directories), the
     service account and its groups (O(user)), and the unit's systemd state (active, enabled,
     no pending daemon-reload).
-  - With C(release), the release the unit's process started from is compared too: read from the
+  - With C(release), the release the unit's process started from is compared too, read from the
     main process's command line (the release's C(launch) runs C(releases/<id>/launch.py), the
     path resolved), never from C(current), which a run cut after its switch and before the
     restart leaves on a release that never started. Unreadable is a difference (fail closed).

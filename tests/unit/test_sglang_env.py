@@ -347,10 +347,10 @@ def test_no_deps_is_for_the_pin_alone():
     commands = envmod.install_commands("/e", "uv", "/uv", ["--no-index"],
                                        ["sglang==0.5.23", "standin==0.1"], ["sglang==0.5.23"])
     assert commands == [
-        ["/uv", "pip", "install", "--python", "/e/bin/python", "--link-mode", "copy",
-         "--compile-bytecode", "--no-index", "--no-deps", "sglang==0.5.23"],
-        ["/uv", "pip", "install", "--python", "/e/bin/python", "--link-mode", "copy",
-         "--compile-bytecode", "--no-index", "standin==0.1"]]
+        ["/uv", "pip", "install", "--no-config", "--python", "/e/bin/python", "--link-mode",
+         "copy", "--compile-bytecode", "--no-index", "--no-deps", "sglang==0.5.23"],
+        ["/uv", "pip", "install", "--no-config", "--python", "/e/bin/python", "--link-mode",
+         "copy", "--compile-bytecode", "--no-index", "standin==0.1"]]
     assert envmod.install_commands("/e", "pip", "/uv", [], ["a==1"]) == [
         ["/e/bin/python", "-m", "pip", "--disable-pip-version-check", "install", "a==1"]]
 
