@@ -15,7 +15,7 @@ from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import A
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt
 
 
-def _percentile(values, pct):
+def percentile(values, pct):
     if not values:
         return None
     ordered = sorted(values)
@@ -103,17 +103,23 @@ def _has_text(chunk):
 
 def run_level(url, body, concurrency, requests, api_key=None, timeout=300.0):
     """`requests` streamed requests, `concurrency` at a time. Returns the level's figures."""
+    results, wall = run_requests(url, [body] * requests, concurrency, api_key, timeout)
+    return summarize(results, concurrency, wall)
+
+
+def run_requests(url, bodies, concurrency, api_key=None, timeout=300.0):
+    """Each of `bodies` streamed once, `concurrency` at a time: (results, wall seconds)."""
     results = []
     refused = []
     lock = threading.Lock()
-    pending = list(range(requests))
+    pending = list(reversed(bodies))
 
     def worker():
         while True:
             with lock:
                 if not pending:
                     return
-                pending.pop()
+                body = pending.pop()
             try:
                 result = stream_one(url, body, api_key, timeout)
             except AuthError as exc:
@@ -135,7 +141,7 @@ def run_level(url, body, concurrency, requests, api_key=None, timeout=300.0):
     wall = time.perf_counter() - start
     if refused:
         raise refused[0]
-    return summarize(results, concurrency, wall)
+    return results, wall
 
 
 def summarize(results, concurrency, wall):
@@ -150,10 +156,10 @@ def summarize(results, concurrency, wall):
         "requests_failed": len(results) - len(ok),
         "requests_sent": len(results),
         "errors": sorted({str(r.get("error")) for r in results if not r.get("ok")})[:5],
-        "ttft_ms_p50": _round(_percentile(ttfts, 50)),
-        "ttft_ms_p99": _round(_percentile(ttfts, 99)),
-        "tpot_ms_p50": _round(_percentile(tpots, 50)),
-        "tpot_ms_p99": _round(_percentile(tpots, 99)),
+        "ttft_ms_p50": _round(percentile(ttfts, 50)),
+        "ttft_ms_p99": _round(percentile(ttfts, 99)),
+        "tpot_ms_p50": _round(percentile(tpots, 50)),
+        "tpot_ms_p99": _round(percentile(tpots, 99)),
         "decode_tok_s_per_user": _round(1000.0 / mean_tpot) if mean_tpot else None,
         "output_tok_s": _round(tokens / wall) if wall > 0 else None,
         "completion_tokens": tokens,

@@ -408,6 +408,24 @@ def test_drift_without_a_release_publishes_unknown_and_warns(tmp_path):
     assert 'sglang_drift_check_success{sglang_host="gpu1",release=""} 0' in out.read_text()
 
 
+def test_serving_bench_measures_a_level_and_keeps_the_key_out_of_its_output(standin):
+    key = "sk-" + "k" * 29
+    url, _engine = standin(**{"api-key": key})
+    result, code = run("sglang_serving_bench", {
+        "url": url, "api_key": key, "python": sys.executable, "levels": [1], "timeout": 60,
+        "workload": {"input_len": 8, "output_len": 4, "requests_per_level": 2}})
+    assert code == 0, result
+    assert result["measured_by"] == "own bench" and result["levels"][0]["completed"] == 2
+    assert key not in json.dumps(result)
+    refused, code = run("sglang_serving_bench", {
+        "url": url, "python": sys.executable, "levels": [1],
+        "workload": {"dataset": "random", "seed": "x"}, "slo": {"ttft_p99_ms": -1}})
+    assert code == 1, refused
+    # Every problem in one message, each saying what to change.
+    for said in ("dataset 'random': one of random-ids", "seed 'x'", "slo ttft_p99_ms -1"):
+        assert said in refused["msg"], refused["msg"]
+
+
 def test_every_module_has_a_main_test():
     """A module added without a main() test in this file fails here."""
     source = Path(__file__).read_text(encoding="utf-8")

@@ -1,0 +1,239 @@
+# Copyright: sglang-deploy contributors
+# SPDX-License-Identifier: Apache-2.0
+"""A release measured at a workload by SGLang's own serving benchmark, and its capacity.
+
+SGLang 0.5.23 ships `python -m sglang.bench_serving` (an alias of `sglang/benchmark/serving.py`,
+`cli_main` at line 2298) in every full install: the release's env runs it against the live
+server, one run per concurrency level, and each run appends one JSON line to its
+`--output-file` (serving.py:1960-1966; `request_rate` may be a bare `Infinity`). What is read
+from it, and how, lives here; the module (sglang_serving_bench) runs the processes. Facts this
+relies on, each read in the 0.5.23 wheel:
+
+- the key goes in OPENAI_API_KEY (`get_auth_headers`, serving.py:131-139, `Bearer <key>`),
+  never on the command line;
+- `--dataset-name random-ids` is synthetic and offline: prompt i is a run of token ids from a
+  random offset, decoded (datasets/random.py:145-163), so prompts miss the prefix cache;
+  `random` samples ShareGPT, which it downloads; lengths are uniform in
+  [floor(L * ratio), L] (datasets/common.py:56-64);
+- a backend whose name holds "sglang" reads the accept length from /server_info after the run
+  (serving.py:1642-1662); `sglang-oai` speaks /v1/completions;
+- `--goodput ttft:MS tpot:MS` counts the requests within every limit (benchmark/goodput.py);
+- a run whose every request failed, or whose warmup failed, exits 1 and writes no line.
+
+Standard library only.
+"""
+
+import json
+import math
+import random
+
+DATASETS = ("random-ids", "generated-shared-prefix", "custom")
+BACKENDS = ("sglang-oai", "sglang", "sglang-oai-chat")
+QUANTILES = ("p50", "p90", "p99")
+
+
+class WorkloadError(Exception):
+    """A workload that cannot be measured as given (says what to change)."""
+
+
+KEYS = ("dataset", "backend", "input_len", "output_len", "range_ratio", "dataset_path", "seed",
+        "requests_per_level", "min_requests")
+
+
+def _whole(value, least):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def check(workload):
+    """The workload with its defaults filled in, or WorkloadError naming every problem."""
+    w = {"dataset": "random-ids", "backend": "sglang-oai", "input_len": 1024, "output_len": 256,
+         "range_ratio": 0.5, "dataset_path": "", "seed": 1, "requests_per_level": 0,
+         "min_requests": 8, **(workload or {})}
+    problems = [f"{key} {w[key]!r}: a whole number of at least {least}"
+                for key, least in (("input_len", 1), ("output_len", 1), ("min_requests", 1),
+                                   ("seed", 0), ("requests_per_level", 0))
+                if not _whole(w[key], least)]
+    problems += _choices(w)
+    unknown = sorted(map(str, set(w) - set(KEYS)))
+    if unknown:
+        problems.append(f"unknown keys {', '.join(unknown)}: the keys are {', '.join(KEYS)}")
+    if problems:
+        raise WorkloadError("; ".join(problems))
+    return w
+
+
+def _choices(w):
+    problems = []
+    if w["dataset"] not in DATASETS:
+        problems.append(f"dataset {w['dataset']!r}: one of {', '.join(DATASETS)}")
+    if w["backend"] not in BACKENDS:
+        problems.append(f"backend {w['backend']!r}: one of {', '.join(BACKENDS)}")
+    if not isinstance(w["range_ratio"], (int, float)) or not 0 <= w["range_ratio"] <= 1:
+        problems.append(f"range_ratio {w['range_ratio']!r}: between 0 and 1")
+    if not isinstance(w["dataset_path"], str):
+        problems.append(f"dataset_path {w['dataset_path']!r}: a path")
+    elif w["dataset"] == "custom" and not w["dataset_path"]:
+        problems.append("dataset custom needs dataset_path (JSONL, SGLang's custom format)")
+    return problems
+
+
+SLO_KEYS = ("ttft_p99_ms", "itl_p99_ms", "min_tok_s_per_user")
+
+
+def check_slo(slo):
+    """The SLOs, or WorkloadError naming every one that is not a positive number (or unknown)."""
+    problems = [f"slo {key!r}: one of {', '.join(SLO_KEYS)}" for key in slo or {}
+                if key not in SLO_KEYS]
+    problems += [f"slo {key} {value!r}: a number above 0 (or null: not judged)"
+                 for key, value in (slo or {}).items() if key in SLO_KEYS and value is not None
+                 and (_number(value) is None or value <= 0)]
+    if problems:
+        raise WorkloadError("; ".join(problems))
+    return {key: value for key, value in (slo or {}).items() if value is not None}
+
+
+def requests_at(workload, concurrency):
+    """Requests measured at one level: as given, or 4 per stream and at least min_requests
+    (every stream then sees several requests, the first ones' warm-up diluted)."""
+    return workload["requests_per_level"] or max(workload["min_requests"], 4 * concurrency)
+
+
+def level_seed(workload, concurrency):
+    """The seed of one level: the workload's, moved by the level, so that a level does not send
+    the prompts the level before it left in the prefix cache; the same on both sides of every
+    comparison (the same workload, level and seed)."""
+    return workload["seed"] * 1000 + concurrency
+
+
+def argv(python, url, workload, concurrency, output, tokenizer="", model="", slo=None):
+    """The benchmark's command line for one level: no key on it (OPENAI_API_KEY carries it)."""
+    w = workload
+    args = [python, "-m", "sglang.bench_serving", "--backend", w["backend"],
+            "--base-url", url.rstrip("/"), "--dataset-name", w["dataset"],
+            "--num-prompts", str(requests_at(w, concurrency)),
+            "--max-concurrency", str(concurrency), "--request-rate", "inf",
+            "--seed", str(level_seed(w, concurrency)), "--warmup-requests", "1", "--disable-tqdm",
+            "--ready-check-timeout-sec", "0", "--output-file", output]
+    if w["dataset"] == "random-ids":
+        args += ["--random-input-len", str(w["input_len"]),
+                 "--random-output-len", str(w["output_len"]),
+                 "--random-range-ratio", str(w["range_ratio"])]
+    elif w["dataset"] == "generated-shared-prefix":
+        args += ["--gsp-question-len", str(w["input_len"]), "--gsp-output-len",
+                 str(w["output_len"]), "--gsp-range-ratio", str(w["range_ratio"])]
+    else:
+        args += ["--dataset-path", w["dataset_path"], "--sharegpt-output-len", str(w["output_len"])]
+    if tokenizer:
+        args += ["--tokenizer", tokenizer]
+    if model:
+        args += ["--served-model-name", model]
+    goodput = [f"{name}:{slo[key]:g}" for name, key in (("ttft", "ttft_p99_ms"),
+                                                          ("tpot", "itl_p99_ms"))
+               if (slo or {}).get(key)]
+    if goodput:
+        args += ["--goodput", *goodput]
+    return args
+
+
+def env(base, api_key, home):
+    """The benchmark's environment: the run's, the key in OPENAI_API_KEY (never argv), the hub
+    offline (the tokenizer is the model directory's), HOME a directory of its own (SGLang caches
+    generated datasets under it)."""
+    child = {k: v for k, v in base.items() if k not in ("OPENAI_API_KEY", "API_KEY")}
+    child.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HOME=home,
+                 PYTHONUNBUFFERED="1")
+    if api_key:
+        child["OPENAI_API_KEY"] = api_key
+    return child
+
+
+def _number(value):
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value) else None
+
+
+def read_run(text):
+    """The last JSON object the benchmark appended to its output file (None when none)."""
+    for line in reversed(text.splitlines()):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            return record
+    return None
+
+
+def level(record, concurrency, sent):
+    """One level's figures from the benchmark's record: TTFT, ITL and E2E p50/p90/p99 (ms), tok/s
+    per user (1000 / mean TPOT) and in total, accept length, errors, goodput."""
+    def quantiles(name):
+        return {"p50": _number(record.get(f"median_{name}_ms")),
+                "p90": _number(record.get(f"p90_{name}_ms")),
+                "p99": _number(record.get(f"p99_{name}_ms"))}
+
+    completed = _number(record.get("completed")) or 0
+    tpot = _number(record.get("mean_tpot_ms"))
+    return {"concurrency": concurrency, "requests": sent, "completed": int(completed),
+            "errors": max(0, sent - int(completed)),
+            "ttft_ms": quantiles("ttft"), "itl_ms": quantiles("itl"),
+            "e2e_ms": quantiles("e2e_latency"),
+            "tok_s_per_user": round(1000.0 / tpot, 2) if tpot else None,
+            "output_tok_s": _number(record.get("output_throughput")),
+            "accept_length": _number(record.get("accept_length")),
+            "goodput_rps": _number(record.get("request_goodput")),
+            "slo_attainment": _number(record.get("slo_attainment"))}
+
+
+def misses(lv, slo):
+    """What keeps one level from counting: failed requests, each SLO it missed, and each SLO
+    whose figure the run did not give (a level is proven only on evidence)."""
+    found = [f"{lv['errors']} of {lv['requests']} requests failed"] if lv["errors"] else []
+    for key, figure, worse in (("ttft_p99_ms", lv["ttft_ms"]["p99"], "above"),
+                               ("itl_p99_ms", lv["itl_ms"]["p99"], "above"),
+                               ("min_tok_s_per_user", lv["tok_s_per_user"], "below")):
+        limit = slo.get(key)
+        if limit is None:
+            continue
+        if figure is None:
+            found.append(f"{key}: not measured")
+        elif (figure > limit) if worse == "above" else (figure < limit):
+            found.append(f"{key}: {figure:g} {worse} {limit:g}")
+    return found
+
+
+def judge(levels, slo):
+    """Each level marked against the SLOs (`misses`, empty when it met every one), and the
+    proven capacity: the highest level that met every SLO with no error, or None with why."""
+    judged = [dict(lv, misses=misses(lv, slo or {})) for lv in levels]
+    judged = [dict(lv, met=not lv["misses"]) for lv in judged]
+    met = [lv["concurrency"] for lv in judged if lv["met"]]
+    if not judged:
+        return judged, {"concurrency": None, "reason": "no level was measured"}
+    if not met:
+        return judged, {"concurrency": None,
+                        "reason": f"no level met every SLO (lowest, {judged[0]['concurrency']}: "
+                                  f"{'; '.join(judged[0]['misses'])})"}
+    top = max(met)
+    above = [lv for lv in judged if lv["concurrency"] > top]
+    why = (f"{above[0]['concurrency']} missed: {'; '.join(above[0]['misses'])}" if above
+           else "every level measured met the SLOs (the capacity may lie beyond the highest)")
+    return judged, {"concurrency": top, "reason": why}
+
+
+def prompts(workload, count, seed_offset=0):
+    """The own bench's prompts where SGLang's cannot run: `count` texts of random words, lengths
+    drawn as SGLang's random datasets draw them ([floor(L * ratio), L]), from the workload's
+    seed: no two share a prefix, so they miss the prefix cache as SGLang's random-ids do."""
+    rng = random.Random(level_seed(workload, seed_offset))
+    low = max(1, int(workload["input_len"] * workload["range_ratio"]))
+    out = []
+    for _unused in range(count):
+        length = rng.randint(low, workload["input_len"])
+        out.append(" ".join(f"w{rng.randrange(50000)}" for _word in range(length)))
+    return out
+
+
+def output_len(workload, rng):
+    low = max(1, int(workload["output_len"] * workload["range_ratio"]))
+    return rng.randint(low, workload["output_len"])

@@ -1,0 +1,125 @@
+"""sglang_serving_bench: a release measured at a workload, level by level, by SGLang's own
+benchmark (the record it writes: tests/unit/data/bench_serving-0.5.23.jsonl, two lines a real
+0.5.23 `python -m sglang.bench_serving --output-file` appended), and its proven capacity. Where
+SGLang's benchmark cannot run (this venv has no SGLang), the own bench measures the stand-in at
+the same workload: the capacity it finds is the knee the stand-in was given."""
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from sglang_standin.engine import Knobs
+from support import load_module
+
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_workload as workloads
+
+bench = load_module("sglang_serving_bench")
+RECORDED = (Path(__file__).parent / "data" / "bench_serving-0.5.23.jsonl").read_text()
+KEY = "sk-" + "k" * 29
+
+
+def test_the_key_goes_in_the_environment_never_the_command_line():
+    w = workloads.check({})
+    argv = workloads.argv("/e/bin/python", "http://127.0.0.1:30000/", w, 8, "/w/l.jsonl",
+                          "/srv/models/q", "", {"ttft_p99_ms": 3000, "itl_p99_ms": 60})
+    assert KEY not in " ".join(argv)
+    assert argv[:3] == ["/e/bin/python", "-m", "sglang.bench_serving"]
+    assert argv[argv.index("--base-url") + 1] == "http://127.0.0.1:30000"
+    assert argv[argv.index("--dataset-name") + 1] == "random-ids"  # synthetic, offline
+    assert argv[argv.index("--max-concurrency") + 1] == "8"
+    assert argv[argv.index("--num-prompts") + 1] == "32"  # 4 per stream
+    assert argv[argv.index("--goodput"):argv.index("--goodput") + 3] == [
+        "--goodput", "ttft:3000", "tpot:60"]
+    env = workloads.env({"PATH": "/bin", "API_KEY": "old"}, KEY, "/w")
+    assert env["OPENAI_API_KEY"] == KEY and "API_KEY" not in env
+    assert env["HF_HUB_OFFLINE"] == "1" and env["HOME"] == "/w"
+
+
+def test_every_problem_of_a_workload_is_said_at_once():
+    with pytest.raises(workloads.WorkloadError) as err:
+        workloads.check({"dataset": "random", "input_len": 0, "range_ratio": 2})
+    said = str(err.value)
+    assert "dataset 'random': one of random-ids" in said
+    assert "input_len 0" in said and "range_ratio 2" in said
+
+
+def test_a_level_reads_sglangs_record_percentiles_tok_s_accept_and_goodput():
+    record = workloads.read_run(RECORDED + "not json\n")
+    assert record["request_rate"] == float("inf")  # a bare Infinity reads
+    level = workloads.level(record, 4, 20)
+    assert level["completed"] == 20 and level["errors"] == 0
+    assert level["ttft_ms"]["p99"] == record["p99_ttft_ms"]
+    assert level["itl_ms"]["p50"] == record["median_itl_ms"]
+    assert level["e2e_ms"]["p90"] == record["p90_e2e_latency_ms"]
+    assert level["tok_s_per_user"] == round(1000 / record["mean_tpot_ms"], 2)
+    assert level["accept_length"] == 3.0 and level["goodput_rps"] == record["request_goodput"]
+    # Fewer completed than sent: the rest are errors (the record has no count of failures).
+    assert workloads.level(record, 4, 25)["errors"] == 5
+
+
+def _level(concurrency, ttft, itl, tok_s, errors=0):
+    return {"concurrency": concurrency, "requests": 16, "completed": 16 - errors,
+            "errors": errors, "ttft_ms": {"p50": ttft, "p90": ttft, "p99": ttft},
+            "itl_ms": {"p50": itl, "p90": itl, "p99": itl}, "e2e_ms": {},
+            "tok_s_per_user": tok_s}
+
+
+SLO = {"ttft_p99_ms": 1000, "itl_p99_ms": 50, "min_tok_s_per_user": 20}
+
+
+def test_the_capacity_is_the_highest_level_that_met_every_slo_on_evidence():
+    levels = [_level(1, 200, 20, 50), _level(8, 400, 30, 33), _level(16, 900, 45, 22),
+              _level(32, 1800, 80, 12)]
+    judged, capacity = workloads.judge(levels, SLO)
+    assert capacity == {"concurrency": 16, "reason": "32 missed: ttft_p99_ms: 1800 above 1000; "
+                                                       "itl_p99_ms: 80 above 50; "
+                                                       "min_tok_s_per_user: 12 below 20"}
+    assert [lv["met"] for lv in judged] == [True, True, True, False]
+    # A failed request, or a figure the run did not give, is a miss: no capacity on no evidence.
+    _judged, capacity = workloads.judge([_level(1, 200, 20, 50, errors=1)], SLO)
+    assert capacity["concurrency"] is None and "1 of 16 requests failed" in capacity["reason"]
+    _judged, capacity = workloads.judge([_level(1, None, 20, 50)], SLO)
+    assert capacity["concurrency"] is None and "ttft_p99_ms: not measured" in capacity["reason"]
+    assert workloads.judge([], SLO)[1] == {"concurrency": None, "reason": "no level was measured"}
+    assert "may lie beyond" in workloads.judge(levels[:2], SLO)[1]["reason"]
+
+
+def test_own_bench_prompts_miss_the_prefix_cache_and_follow_the_seed():
+    w = workloads.check({"input_len": 100, "range_ratio": 0.5, "seed": 7})
+    first = workloads.prompts(w, 20)
+    assert first == workloads.prompts(w, 20) and first != workloads.prompts(dict(w, seed=8), 20)
+    assert all(50 <= len(p.split()) <= 100 for p in first)
+    assert len({p.split()[0] for p in first}) == 20  # no two share a first word
+
+
+def test_where_sglangs_benchmark_cannot_run_the_own_bench_says_so_and_finds_the_knee(standin):
+    """The stand-in serves 100 tok/s per user up to 4 streams, then the total stays flat: at a
+    floor of 60 tok/s per user the capacity is 4 (8 streams get 50 each)."""
+    url, engine = standin(knobs=Knobs(ttft_ms=5, tok_s=100, tokens_per_chunk=1, knee=4,
+                                      prefill_tok_s=20000))
+    params = {"url": url, "api_key": "", "python": sys.executable, "tokenizer": "",
+              "model": "", "levels": [1, 2, 4, 8], "own_bench": False, "timeout": 120,
+              "workload": {"input_len": 64, "output_len": 30, "range_ratio": 1.0,
+                           "requests_per_level": 8},
+              "slo": {"min_tok_s_per_user": 60, "ttft_p99_ms": 2000}}
+    result = bench.run(params)
+    figures = {lv["concurrency"]: lv["tok_s_per_user"] for lv in result["levels"]}
+    print(f"measured by {result['measured_by']} ({result['own_bench_reason']}); tok/s per user "
+          f"by level {figures}; capacity {result['capacity']} (knee 4)")
+    assert result["measured_by"] == "own bench"
+    assert "sglang.bench_serving --help exited 1" in result["own_bench_reason"]
+    assert result["capacity"]["concurrency"] == 4, result["capacity"]
+    assert figures[8] < 60 < figures[4]
+    # The prompts missed the prefix cache (random words from the seed; one fixed prompt would
+    # have hit it after its first request).
+    assert engine.cached_tokens < 0.05 * engine.prompt_tokens
+
+
+@pytest.mark.skipif(not os.access("/bin/true", os.X_OK), reason="no /bin/true")
+def test_a_level_that_writes_no_record_counts_every_request_failed(tmp_path):
+    w = workloads.check({"requests_per_level": 5})
+    params = {"python": "/bin/true", "url": "http://127.0.0.1:9", "tokenizer": "", "model": "",
+              "slo": {}, "timeout": 30, "api_key": ""}
+    level = bench.sglang_level(params, w, 2, str(tmp_path))
+    assert level["errors"] == 5 and level["completed"] == 0 and "no result" in level["error"]
