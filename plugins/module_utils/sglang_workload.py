@@ -237,3 +237,31 @@ def prompts(workload, count, seed_offset=0):
 def output_len(workload, rng):
     low = max(1, int(workload["output_len"] * workload["range_ratio"]))
     return rng.randint(low, workload["output_len"])
+
+
+def _cell(value, digits=1):
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def table(result):
+    """The proof, a line each: how it was measured, one row per level, the capacity."""
+    w = result["workload"]
+    how = result["measured_by"] + (f" (SGLang's could not run: {result['own_bench_reason']})"
+                                   if result["own_bench_reason"] else "")
+    lines = [f"measured by {how}; workload {w['dataset']}, input {w['input_len']}, output "
+             f"{w['output_len']} tokens (range ratio {w['range_ratio']:g}), seed {w['seed']}",
+             "  conc  ok/sent  TTFT p50/p90/p99 ms      ITL p50/p99 ms  E2E p99 ms  tok/s/user"
+             "  tok/s  accept  goodput  SLOs"]
+    for lv in result["levels"]:
+        ttft, itl = lv["ttft_ms"], lv["itl_ms"]
+        lines.append(
+            f"  {lv['concurrency']:>4}  {lv['completed']:>3}/{lv['requests']:<3}  "
+            f"{_cell(ttft['p50']):>6}/{_cell(ttft['p90']):>6}/{_cell(ttft['p99']):>6}  "
+            f"{_cell(itl['p50']):>6}/{_cell(itl['p99']):>6}  {_cell(lv['e2e_ms'].get('p99')):>10}  "
+            f"{_cell(lv['tok_s_per_user']):>10}  {_cell(lv['output_tok_s']):>5}  "
+            f"{_cell(lv['accept_length'], 2):>6}  {_cell(lv['goodput_rps'], 2):>7}  "
+            f"{'met' if lv['met'] else '; '.join(lv['misses'])}")
+    cap = result["capacity"]
+    lines.append(f"proven capacity: {cap['concurrency'] if cap['concurrency'] else 'none'} "
+                 f"concurrent requests ({cap['reason']})")
+    return lines

@@ -112,6 +112,11 @@ elapsed_s:
   description: Seconds the levels took.
   type: float
   returned: always
+table:
+  description: The proof as a table, a line each (the play prints it).
+  type: list
+  elements: str
+  returned: always
 """
 
 import os
@@ -235,9 +240,10 @@ def run(p):
         model = p["model"] or _served_model(url, p)
         measured = [own_level(p, w, c, url + "/v1/completions", model) for c in levels]
     judged, capacity = workloads.judge(measured, p["slo"])
-    return {"changed": False, "measured_by": "sglang.bench_serving" if runs else "own bench",
-            "own_bench_reason": why, "workload": w, "levels": judged, "capacity": capacity,
-            "elapsed_s": round(time.monotonic() - started, 2)}
+    result = {"changed": False, "measured_by": "sglang.bench_serving" if runs else "own bench",
+              "own_bench_reason": why, "workload": w, "levels": judged, "capacity": capacity,
+              "elapsed_s": round(time.monotonic() - started, 2)}
+    return dict(result, table=workloads.table(result))
 
 
 def main():

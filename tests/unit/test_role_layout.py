@@ -343,11 +343,13 @@ def test_internal_facts_and_entry_points_do_not_grow():
     must take one away or say why here. Issue 44 added one multi-writer name:
     __sglang_service_state, the read of which release the unit's process runs, is registered by
     the deploy's host/read_changes.yml and by the rollback entry point, which never run in one
-    play (a rollback cut after its switch is finished by the next, on that read)."""
+    play (a rollback cut after its switch is finished by the next, on that read). Issue 45 added
+    one name: __sglang_capacity, the proof at the workload (proof/capacity.yml), a kind of
+    evidence the roles did not have."""
     writers = writers_of_facts()
     multi = sorted(name for name, files in writers.items() if len(files) > 1)
     print(f"internal facts: {len(writers)}, written from more than one file: {len(multi)}: {multi}")
-    assert len(writers) <= 60, sorted(writers)
+    assert len(writers) <= 61, sorted(writers)
     assert len(multi) <= 3, multi
     assert len(entry_points("sglang")) <= 10, sorted(entry_points("sglang"))
 

@@ -188,6 +188,9 @@ class Engine:
             "host": str(self.args.get("host", "127.0.0.1")),
             "port": argmod.get(self.args, "port", 30000, int),
             "context_length": argmod.get(self.args, "context-length", None, int),
+            # SGLang 0.5.23 caps it at 48 with speculative decoding when unset (notes/sglang.md).
+            "max_running_requests": argmod.get(self.args, "max-running-requests",
+                                               48 if self.speculative() else 256, int),
             "mem_fraction_static": argmod.get(self.args, "mem-fraction-static", None, float),
             "enable_metrics": argmod.get(self.args, "enable-metrics", False, bool),
             "speculative_algorithm": None,
