@@ -94,7 +94,7 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import flock_guard
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import flock_guard, write_atomic
 
 LOCK = ".deploy.lock"
 # Serialises the breaking of a stale lock; flock is let go when its process dies.
@@ -144,20 +144,6 @@ def _create(path, content):
         os.unlink(tmp)
 
 
-def _replace(path, content):
-    """Rewrite the lock this run holds, whole (rename(2) of a written file); under the guard."""
-    tmp = f"{path}.{os.getpid()}.{time.monotonic_ns()}"
-    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(content, handle)
-        os.rename(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
 def _describe(held):
     try:
         since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(held["since"]))
@@ -189,7 +175,7 @@ def acquire(base_dir, run_id, owner="", stale_after=7200, break_stale=False, now
                 # The same run again (a long sweep takes it before each step): renewed, so
                 # that it never looks stale to a run that may break a stale lock.
                 renewed = dict(held, since=now())
-                _replace(path, renewed)
+                write_atomic(path, json.dumps(renewed), 0o644)
                 return False, renewed
             age = now() - held["since"]
             who = _describe(held)
