@@ -127,9 +127,8 @@ def argv(python, url, workload, concurrency, output, tokenizer="", model="", slo
         args += ["--tokenizer", tokenizer]
     if model:
         args += ["--served-model-name", model]
-    goodput = [f"{name}:{slo[key]:g}" for name, key in (("ttft", "ttft_p99_ms"),
-                                                          ("tpot", "itl_p99_ms"))
-               if (slo or {}).get(key)]
+    limits = (("ttft", "ttft_p99_ms"), ("tpot", "itl_p99_ms"))
+    goodput = [f"{name}:{slo[key]:g}" for name, key in limits if (slo or {}).get(key)]
     if goodput:
         args += ["--goodput", *goodput]
     return args

@@ -325,8 +325,8 @@ def _summary(params, result, running):
     held = "held by the running service" if running and result["holders"] else "free"
     text = f"port {params['port']} and {gpu_text}: {held}"
     if result["ended"]:
-        text += "; ended " + "; ".join(f"{e['text']} ({e['signal'] or 'gone before a signal'})"
-                                      for e in result["ended"]) \
+        ended = [f"{e['text']} ({e['signal'] or 'gone before a signal'})" for e in result["ended"]]
+        text += "; ended " + "; ".join(ended) \
             + f"; their port and GPU memory released after {result['waited_s']} s"
     elif result["leftovers"]:
         verb = "would end" if params["state"] == "free" else "to end at the start"

@@ -199,7 +199,7 @@ import zipfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_envs import (
-    EnvError, check, env_id, env_path, link_target, python_identity, spec_of)
+    EnvError, check, env_id, link_target, python_identity, spec_of)
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_pip import check as check_packages
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import systemd_version
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_versions import numeric, older

@@ -252,7 +252,7 @@ def main():
             "url": {"type": "str", "required": True},
             "api_key": {"type": "str", "default": "", "no_log": True},
             "python": {"type": "path", "required": True},
-            "tokenizer": {"type": "str", "default": ""},
+            "tokenizer": {"type": "str", "default": "", "no_log": False},
             "model": {"type": "str", "default": ""},
             "workload": {"type": "dict", "default": {}},
             "levels": {"type": "list", "elements": "int", "required": True},
