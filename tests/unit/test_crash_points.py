@@ -19,12 +19,12 @@ def test_a_scenario_holds_every_invariant_at_every_crash_point(tmp_path):
     assert result["violations"] == []
 
 
-def _switch_of_the_version_before(base_dir, release, env_link):
+def _switch_of_the_version_before(base_dir, release, env_link, rolled_back_reason=None):
     """current first, then the ml-env link straight at envs/<id>: two pointers, two renames."""
     manifest = cp.rel._require(base_dir, release)
     env = manifest["env"]
     current = cp.rel.read_current(base_dir)
-    manifest = cp.rel._point_current(base_dir, release, current)
+    manifest = cp.rel._point_current(base_dir, release, current, rolled_back_reason)
     envs.switch_link(env_link, envs.env_path(base_dir, env))
     return manifest
 
