@@ -42,21 +42,37 @@ def _read(proc, pid, name, mode="r"):
         return handle.read()
 
 
+def _systemd_path(proc, pid):
+    """The cgroup path systemd's hierarchy gives a process (the unified one, `0::`, or
+    `name=systemd` on a legacy host), or None."""
+    try:
+        lines = _read(proc, pid, "cgroup").splitlines()
+    except OSError:
+        return None
+    paths = {line.split(":", 2)[1]: line.split(":", 2)[2] for line in lines if line.count(":") >= 2}
+    return paths.get("", paths.get("name=systemd"))
+
+
+def _manager_root(proc):
+    """The cgroup this host's systemd manages: PID 1's, less its `init.scope`. `/` on a host; in
+    a container whose cgroup paths show the host's prefix, the container's own root."""
+    path = _systemd_path(proc, 1) or "/"
+    return path.rsplit("/", 1)[0] or "/" if path.endswith("/init.scope") else path
+
+
 def unit_of(pid, proc="/proc"):
-    """The system service a process runs in, from its cgroup path as this namespace sees it
+    """The system service a process runs in, from its cgroup path below this host's systemd
     (None outside one): the first `.service` of the path, with only slices above it
     (`/system.slice/sglang.service`, or a sub-cgroup of it). A service of the same name under
     anything else is someone else's: a user's manager (`/user.slice/user-1000.slice/
     user@1000.service/app.slice/sglang.service`), a container's own systemd (`/machine.slice/
     libpod-ID.scope/.../system.slice/sglang.service`, `systemd-nspawn@x.service/payload/...`)."""
-    try:
-        lines = _read(proc, pid, "cgroup").splitlines()
-    except OSError:
+    path = _systemd_path(proc, pid)
+    if path is None:
         return None
-    # hierarchy-ID:controllers:path; systemd's own is the unified one (`0::`), or `name=systemd`
-    # on a legacy (v1) host.
-    paths = {line.split(":", 2)[1]: line.split(":", 2)[2] for line in lines if line.count(":") >= 2}
-    path = paths.get("", paths.get("name=systemd", ""))
+    root = _manager_root(proc).rstrip("/")
+    if root and (path == root or path.startswith(root + "/")):
+        path = path[len(root):]
     for part in path.split("/"):
         if part.endswith(".service"):
             return part
@@ -67,21 +83,23 @@ def unit_of(pid, proc="/proc"):
 
 def started_release(pid, base_dir, proc="/proc"):
     """(release id, None) that process `pid` started from, or (None, why): the release's
-    `launch` runs `<base_dir>/releases/<id>/launch.py` (its own path resolved), which the
-    command line, readable without ptrace, keeps."""
+    `launch` runs `<base_dir>/releases/<id>/launch.py` with `--config <that release>/config.yaml`
+    (its own path resolved), and launch.py keeps its own path in its command line or, with no
+    key to hand over, execs SGLang with that --config: either is readable without ptrace."""
     if not str(pid or "").isdigit() or int(pid) == 0:
         return None, "no main process"
     try:
-        argv = _read(proc, pid, "cmdline", "rb").split(b"\0")
+        argv = [a.decode(errors="replace")
+                for a in _read(proc, pid, "cmdline", "rb").split(b"\0")]
     except OSError as exc:
         return None, f"pid {pid}'s command line is unreadable: {exc.strerror or exc}"
     releases = os.path.join(os.path.realpath(base_dir), "releases")
-    for arg in argv[:4]:
-        path = arg.decode(errors="replace")
+    configs = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "--config"]
+    for path in argv[:4] + configs:
         head, name = os.path.split(path)
-        if name == "launch.py" and os.path.dirname(head) == releases:
+        if name in ("launch.py", "config.yaml") and os.path.dirname(head) == releases:
             return os.path.basename(head), None
-    return None, f"pid {pid} runs no release's launch.py under {releases}"
+    return None, f"pid {pid} runs no release's launch.py or config.yaml under {releases}"
 
 
 def user_name(uid):

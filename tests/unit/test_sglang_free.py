@@ -218,6 +218,21 @@ def test_the_unit_is_the_first_service_under_slices_only(tmp_path, cgroup, unit)
     assert holders.unit_of(FOREIGN[0]["pid"], proc) == unit
 
 
+def test_inside_a_container_whose_paths_show_the_hosts_prefix_the_root_is_its_own(tmp_path):
+    # A podman container on a host that shares its cgroup namespace: every path there starts
+    # with the container's scope, which is the root its own systemd (PID 1) manages.
+    scope = "/machine.slice/libpod-8f3e.scope"
+    proc = fake_proc(tmp_path, [
+        {"pid": 1, "uid": 0, "argv": ["/sbin/init"], "cgroup": f"0::{scope}/init.scope\n"},
+        {"pid": 923, "uid": 0, "argv": ["python3"],
+         "cgroup": f"0::{scope}/system.slice/sglang-port-hog.service\n"},
+        {"pid": 924, "uid": 0, "argv": ["python3"],
+         "cgroup": f"0::{scope}/user.slice/user-1000.slice/user@1000.service/app.slice/"
+                   "sglang.service\n"}])
+    assert holders.unit_of(923, proc) == "sglang-port-hog.service"
+    assert holders.unit_of(924, proc) == "user@1000.service"
+
+
 @pytest.mark.parametrize("cgroup", [
     "0::/user.slice/user-1234.slice/user@1234.service/app.slice/sglang.service\n",
     "0::/machine.slice/libpod-8f3e.scope/container/system.slice/sglang.service\n",

@@ -116,6 +116,13 @@ def test_the_release_run_is_read_from_the_process_never_from_current(tmp_path):
                      "20261204T111111-b2"]
     assert state.serving_differences(active, "sglang", "/opt/sglang", "20261204T101010-a1",
                                      proc)[1] == []
+    # No key to hand over: launch.py execs SGLang itself, with the release's --config.
+    proc = _proc(tmp_path / "nokey", 4243, ["/opt/sglang/envs/3f9a/bin/python", "-m",
+                                            "sglang.launch_server", "--config",
+                                            "/opt/sglang/releases/20261204T101010-a1/config.yaml"])
+    assert state.serving_differences(dict(active, MainPID="4243"), "sglang", "/opt/sglang",
+                                     "20261204T101010-a1", proc) == (
+        {"serving_release": "20261204T101010-a1", "serving_reason": None}, [])
 
 
 @pytest.mark.parametrize("active, argv, why", [
@@ -123,7 +130,7 @@ def test_the_release_run_is_read_from_the_process_never_from_current(tmp_path):
     ({"ActiveState": "active", "MainPID": "4242"}, None, "command line is unreadable"),
     # Something else runs as the unit's main process (an ExecStart edited by hand).
     ({"ActiveState": "active", "MainPID": "4242"}, ["/usr/bin/python3", "-m", "http.server"],
-     "runs no release's launch.py under /opt/sglang/releases"),
+     "runs no release's launch.py or config.yaml under /opt/sglang/releases"),
     # A launch.py elsewhere, or of a release directory's sibling, is not a release.
     ({"ActiveState": "active", "MainPID": "4242"}, ["python", "/tmp/releases/x/launch.py"],
      "runs no release's launch.py"),
