@@ -43,14 +43,15 @@ def _read(proc, pid, name, mode="r"):
 
 
 def _systemd_path(proc, pid):
-    """The cgroup path systemd's hierarchy gives a process (the unified one, `0::`, or
-    `name=systemd` on a legacy host), or None."""
+    """The cgroup path systemd's own hierarchy gives a process: `name=systemd` where the host
+    has it (legacy and hybrid: the unified `0::` line there holds no unit), else the unified
+    one; None when unreadable."""
     try:
         lines = _read(proc, pid, "cgroup").splitlines()
     except OSError:
         return None
     paths = {line.split(":", 2)[1]: line.split(":", 2)[2] for line in lines if line.count(":") >= 2}
-    return paths.get("", paths.get("name=systemd"))
+    return paths.get("name=systemd", paths.get(""))
 
 
 def _manager_root(proc):

@@ -233,6 +233,17 @@ def test_inside_a_container_whose_paths_show_the_hosts_prefix_the_root_is_its_ow
     assert holders.unit_of(924, proc) == "user@1000.service"
 
 
+def test_on_a_hybrid_host_the_unit_is_read_from_name_systemd(tmp_path):
+    # podman (runc, cgroup v1 hybrid) as this machine runs it: the unified line names no unit.
+    pod = "/libpod_parent/libpod-4a5b08e5"
+    proc = fake_proc(tmp_path, [
+        {"pid": 1, "uid": 0, "argv": ["/sbin/init"],
+         "cgroup": f"9:name=systemd:{pod}/init.scope\n8:pids:{pod}\n0::{pod}\n"},
+        {"pid": 40, "uid": 0, "argv": ["sleep"],
+         "cgroup": f"9:name=systemd:{pod}/system.slice/hog.service\n8:pids:{pod}\n0::{pod}\n"}])
+    assert holders.unit_of(40, proc) == "hog.service"
+
+
 @pytest.mark.parametrize("cgroup", [
     "0::/user.slice/user-1234.slice/user@1234.service/app.slice/sglang.service\n",
     "0::/machine.slice/libpod-8f3e.scope/container/system.slice/sglang.service\n",
