@@ -11,7 +11,7 @@ import statistics
 import threading
 import time
 
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import AuthError, HttpError, exchange
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import AuthError, HttpError, exchange, request
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt
 
 
@@ -99,6 +99,17 @@ def _has_text(chunk):
         if choice.get("text") or delta.get("content") or delta.get("reasoning_content"):
             return True
     return False
+
+
+def served_model(url, api_key=None, timeout=60.0):
+    """The first model the server's /v1/models lists (when no model name is given)."""
+    status, body = request(url + "/v1/models", api_key=api_key, timeout=timeout)
+    data = body.get("data") if isinstance(body, dict) else None
+    if status != 200 or not isinstance(data, list) or not data \
+            or not isinstance(data[0], dict) or not isinstance(data[0].get("id"), str):
+        raise HttpError(f"/v1/models answered {status}: {excerpt(body, [api_key])}; "
+                        "set the model name")
+    return data[0]["id"]
 
 
 def run_level(url, body, concurrency, requests, api_key=None, timeout=300.0):

@@ -127,8 +127,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_workload as workloads
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_bench import percentile, run_requests
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import HttpError, request
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_bench import percentile, run_requests, served_model
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import HttpError
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import text_of
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt
 
@@ -204,14 +204,6 @@ def own_level(p, w, concurrency, endpoint, model):
             "accept_length": None, "goodput_rps": None, "slo_attainment": None}
 
 
-def _served_model(url, p):
-    status, body = request(url + "/v1/models", api_key=p["api_key"], timeout=60)
-    data = body.get("data") if isinstance(body, dict) else None
-    if status != 200 or not isinstance(data, list) or not data or not isinstance(data[0], dict):
-        raise HttpError(f"/v1/models answered {status}: {excerpt(body, [p['api_key']])}")
-    return str(data[0].get("id"))
-
-
 def run(p):
     """The module's result."""
     problems = []
@@ -237,7 +229,7 @@ def run(p):
         with tempfile.TemporaryDirectory(prefix="sglang-bench-") as work:
             measured = [sglang_level(p, w, c, work) for c in levels]
     else:
-        model = p["model"] or _served_model(url, p)
+        model = p["model"] or served_model(url, p["api_key"])
         measured = [own_level(p, w, c, url + "/v1/completions", model) for c in levels]
     judged, capacity = workloads.judge(measured, p["slo"])
     result = {"changed": False, "measured_by": "sglang.bench_serving" if runs else "own bench",

@@ -118,9 +118,8 @@ import math
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_bench import graph_passes, parse_metrics, run_level, stream_one
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_bench import graph_passes, parse_metrics, run_level, served_model, stream_one
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import HttpError, request
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt
 
 
 class SmokeError(Exception):
@@ -164,17 +163,6 @@ def _check_options(p):
         raise SmokeError("; ".join(bad))
 
 
-def _served_model(url, p):
-    """The first model /v1/models lists (when the model name is not given)."""
-    status, body = request(url + "/v1/models", api_key=p["api_key"], timeout=p["timeout"])
-    data = body.get("data") if isinstance(body, dict) else None
-    if status != 200 or not isinstance(data, list) or not data \
-            or not isinstance(data[0], dict) or not isinstance(data[0].get("id"), str):
-        raise HttpError(f"/v1/models answered {status}: {excerpt(body, [p['api_key']])}; "
-                        "set the model name")
-    return data[0]["id"]
-
-
 def _request(url, model, p):
     """(endpoint, body) of one streamed request: chat or plain completion."""
     body = {"model": model, "max_tokens": p["max_tokens"], "stream": True, "temperature": 0,
@@ -190,7 +178,7 @@ def _request(url, model, p):
 def run(p):
     url = p["url"].rstrip("/")
     _check_options(p)
-    model = p["model"] or _served_model(url, p)
+    model = p["model"] or served_model(url, p["api_key"], p["timeout"])
     endpoint, body = _request(url, model, p)
 
     for _unused in range(p["warmup"]):
