@@ -203,21 +203,110 @@ def misses(lv, slo):
 
 def judge(levels, slo):
     """Each level marked against the SLOs (`misses`, empty when it met every one), and the
-    proven capacity: the highest level that met every SLO with no error, or None with why."""
-    judged = [dict(lv, misses=misses(lv, slo or {})) for lv in levels]
+    proven capacity: the highest level that met every SLO with no error and no level below it
+    missing one (a level that met above one that missed is luck, not capacity), or None with why."""
+    judged = sorted((dict(lv, misses=misses(lv, slo or {})) for lv in levels),
+                    key=lambda lv: lv["concurrency"])
     judged = [dict(lv, met=not lv["misses"]) for lv in judged]
-    met = [lv["concurrency"] for lv in judged if lv["met"]]
     if not judged:
         return judged, {"concurrency": None, "reason": "no level was measured"}
-    if not met:
+    first_miss = next((lv for lv in judged if not lv["met"]), None)
+    below = [lv["concurrency"] for lv in judged
+             if lv["met"] and (first_miss is None or lv["concurrency"] < first_miss["concurrency"])]
+    if not below:
         return judged, {"concurrency": None,
                         "reason": f"no level met every SLO (lowest, {judged[0]['concurrency']}: "
                                   f"{'; '.join(judged[0]['misses'])})"}
-    top = max(met)
-    above = [lv for lv in judged if lv["concurrency"] > top]
-    why = (f"{above[0]['concurrency']} missed: {'; '.join(above[0]['misses'])}" if above
+    why = (f"{first_miss['concurrency']} missed: {'; '.join(first_miss['misses'])}" if first_miss
            else "every level measured met the SLOs (the capacity may lie beyond the highest)")
-    return judged, {"concurrency": top, "reason": why}
+    return judged, {"concurrency": max(below), "reason": why}
+
+
+def first_levels(levels, baseline_capacity=None):
+    """The quick proof's first levels: the lowest (the floors), the capacity the release it
+    replaces proved (the regression gate) or, with none, the highest (the production
+    concurrency), and the level above it, so that a faster release can prove more."""
+    top = baseline_capacity if baseline_capacity in levels else levels[-1]
+    above = [c for c in levels if c > top][:1]
+    return sorted({levels[0], top, *above})
+
+
+def next_level(levels, judged):
+    """The quick proof's next level, or None once the capacity is pinned: the highest level
+    proven and the lowest that missed are neighbours in `levels` (bisected between them)."""
+    first_miss = next((lv["concurrency"] for lv in judged if not lv["met"]), None)
+    met = [lv["concurrency"] for lv in judged
+           if lv["met"] and (first_miss is None or lv["concurrency"] < first_miss)]
+    if first_miss is None or not met:
+        return None
+    between = [c for c in levels if max(met) < c < first_miss]
+    return between[len(between) // 2] if between else None
+
+
+def comparable(proof, baseline):
+    """(the baseline's proof, None) when it measured the same workload, SLOs and bench, else
+    (None, why): like is compared with like only (every level's seed follows the workload's)."""
+    if not baseline:
+        return None, "the release it replaces has no proof at a workload"
+    for key, what in (("workload", "workload"), ("slo", "SLOs"),
+                      ("measured_by", "benchmark")):
+        if baseline.get(key) != proof.get(key):
+            return None, (f"the release it replaces was proven at another {what} "
+                          f"({baseline.get(key)!r}): not compared")
+    return baseline, None
+
+
+# Each level's figures compared with the same level of the baseline: higher is better, or lower.
+COMPARED = (("output_tok_s", "higher"), ("tok_s_per_user", "higher"))
+
+
+def gate(proof, baseline, tolerance=0.10):
+    """{ok, failures, regressions, unknowns, compared}: the proof against its SLOs (a capacity)
+    and against the baseline's proof, like with like: the capacity, and at every level both
+    measured the total and per-user tok/s, within `tolerance`. Regressions are the caller's to
+    refuse (a deploy) or to warn of (a rollback)."""
+    failures = []
+    cap = proof["capacity"]["concurrency"]
+    if cap is None:
+        failures.append(f"no proven capacity: {proof['capacity']['reason']}")
+    base, why = comparable(proof, baseline)
+    if base is None:
+        return {"ok": not failures, "failures": failures, "regressions": [], "unknowns": [why],
+                "compared": None}
+    regressions = []
+    then = base["capacity"]["concurrency"]
+    if then and (cap or 0) < then * (1 - tolerance):
+        regressions.append(f"proven capacity {cap or 'none'} against {then} concurrent requests "
+                           f"({base['capacity']['reason']} there; here {proof['capacity']['reason']})")
+    rows, slower = compare_levels(proof["levels"], base.get("levels") or [], tolerance)
+    return {"ok": not failures, "failures": failures, "regressions": regressions + slower,
+            "unknowns": [], "compared": rows}
+
+
+def compare_levels(levels, earlier, tolerance):
+    """(rows, regressions): each level both measured, its tok/s against the baseline's."""
+    earlier = {lv["concurrency"]: lv for lv in earlier}
+    rows, regressions = [], []
+    for lv in levels:
+        old = earlier.get(lv["concurrency"])
+        if old is None:
+            continue
+        rows.append({"concurrency": lv["concurrency"], "now": lv, "baseline": old})
+        for key, better in COMPARED:
+            now, was = _number(lv.get(key)), _number(old.get(key))
+            if not now or not was:
+                continue
+            change = now / was - 1
+            if (-change if better == "higher" else change) > tolerance:
+                regressions.append(f"{key} at concurrency {lv['concurrency']}: {now:g} against "
+                                   f"{was:g} ({change:+.1%}, tolerance {tolerance:.0%})")
+    return rows, regressions
+
+
+def record(result):
+    """What a release keeps of its proof (the next release's baseline): no table."""
+    return {key: result[key] for key in ("measured_by", "own_bench_reason", "workload", "slo",
+                                         "mode", "levels", "capacity", "elapsed_s")}
 
 
 def prompts(workload, count, seed_offset=0):

@@ -54,6 +54,21 @@ options:
       C(itl_p99_ms), C(min_tok_s_per_user)); a missing one is not judged.
     type: dict
     default: {}
+  mode:
+    description:
+      - C(sweep) measures every level in O(levels).
+      - C(quick) measures the levels a deploy's gates need, the lowest (the floors), the
+        capacity O(baseline) proved at the same workload, SLOs and benchmark (else the highest
+        level) and the level above it; when one misses, the levels between the highest proven
+        and the lowest missed are bisected until the capacity is pinned to a level of O(levels).
+    type: str
+    choices: [sweep, quick]
+    default: sweep
+  baseline:
+    description: The proof (C(record)) of the release this one replaces, for C(mode=quick); empty
+      for none.
+    type: dict
+    default: {}
   own_bench:
     description: Measure with the project's own bench even where SGLang's can run (tests).
     type: bool
@@ -105,7 +120,20 @@ levels:
   returned: always
 capacity:
   description: The proven capacity, C(concurrency) (null when no level met every SLO) and the
-    C(reason).
+    C(reason); the highest level that met every SLO with every level measured below it met.
+  type: dict
+  returned: always
+slo:
+  description: The SLOs judged.
+  type: dict
+  returned: always
+mode:
+  description: C(sweep) or C(quick), as asked.
+  type: str
+  returned: always
+record:
+  description: What a release keeps of its proof (every key above but C(table)), the next
+    release's O(baseline).
   type: dict
   returned: always
 elapsed_s:
@@ -204,8 +232,8 @@ def own_level(p, w, concurrency, endpoint, model):
             "accept_length": None, "goodput_rps": None, "slo_attainment": None}
 
 
-def run(p):
-    """The module's result."""
+def _checked(p):
+    """The parameters with the workload and SLOs filled in, or WorkloadError naming every problem."""
     problems = []
     for name, checked in (("workload", workloads.check), ("slo", workloads.check_slo)):
         try:
@@ -219,23 +247,47 @@ def run(p):
         problems.append(f"levels {p['levels']}: concurrency levels of at least 1")
     if problems:
         raise workloads.WorkloadError("; ".join(problems))
+    return dict(p, levels=levels)
+
+
+def measure_levels(p, measure, measured_by):
+    """Every level (a sweep), or the quick form: the levels the gates need, then the levels
+    between the highest proven and the lowest missed, bisected, until they are neighbours."""
+    if p["mode"] == "sweep":
+        return [measure(c) for c in p["levels"]]
+    base, _why = workloads.comparable(
+        {"workload": p["workload"], "slo": p["slo"], "measured_by": measured_by}, p["baseline"])
+    todo = workloads.first_levels(p["levels"], (base or {}).get("capacity", {}).get("concurrency"))
+    measured = [measure(c) for c in todo]
+    while True:
+        judged, _capacity = workloads.judge(measured, p["slo"])
+        step = workloads.next_level(p["levels"], judged)
+        if step is None:
+            return measured
+        measured.append(measure(step))
+
+
+def run(p):
+    """The module's result."""
+    p = _checked(p)
     w = p["workload"]
     url = p["url"].rstrip("/")
     runs, why = (False, "asked for the own bench (own_bench)") if p["own_bench"] \
         else can_run(p["python"])
+    measured_by = "sglang.bench_serving" if runs else "own bench"
     started = time.monotonic()
-    measured = []
     if runs:
         with tempfile.TemporaryDirectory(prefix="sglang-bench-") as work:
-            measured = [sglang_level(p, w, c, work) for c in levels]
+            measured = measure_levels(p, lambda c: sglang_level(p, w, c, work), measured_by)
     else:
         model = p["model"] or served_model(url, p["api_key"])
-        measured = [own_level(p, w, c, url + "/v1/completions", model) for c in levels]
+        measured = measure_levels(
+            p, lambda c: own_level(p, w, c, url + "/v1/completions", model), measured_by)
     judged, capacity = workloads.judge(measured, p["slo"])
-    result = {"changed": False, "measured_by": "sglang.bench_serving" if runs else "own bench",
-              "own_bench_reason": why, "workload": w, "levels": judged, "capacity": capacity,
-              "elapsed_s": round(time.monotonic() - started, 2)}
-    return dict(result, table=workloads.table(result))
+    result = {"changed": False, "measured_by": measured_by, "own_bench_reason": why,
+              "workload": w, "slo": p["slo"], "mode": p["mode"], "levels": judged,
+              "capacity": capacity, "elapsed_s": round(time.monotonic() - started, 2)}
+    return dict(result, record=workloads.record(result), table=workloads.table(result))
 
 
 def main():
@@ -249,6 +301,8 @@ def main():
             "workload": {"type": "dict", "default": {}},
             "levels": {"type": "list", "elements": "int", "required": True},
             "slo": {"type": "dict", "default": {}},
+            "mode": {"type": "str", "default": "sweep", "choices": ["sweep", "quick"]},
+            "baseline": {"type": "dict", "default": {}},
             "own_bench": {"type": "bool", "default": False},
             "timeout": {"type": "float", "default": 1800},
         },

@@ -45,7 +45,7 @@ def test_sglangs_benchmark_finds_the_knee_of_the_stand_in(tmp_path, monkeypatch)
         result = bench.run({
             "url": f"http://127.0.0.1:{httpd.server_address[1]}", "api_key": KEY,
             "python": str(venv / "bin" / "python"), "tokenizer": str(tokenizer), "model": "m",
-            "levels": [1, 2, 4, 8], "own_bench": False, "timeout": 600,
+            "levels": [1, 2, 4, 8], "mode": "sweep", "baseline": {}, "own_bench": False, "timeout": 600,
             "workload": {"input_len": 128, "output_len": 48, "range_ratio": 0.5,
                          "requests_per_level": 12, "seed": 3},
             "slo": {"min_tok_s_per_user": 65, "ttft_p99_ms": 5000}})

@@ -85,6 +85,57 @@ def test_the_capacity_is_the_highest_level_that_met_every_slo_on_evidence():
     assert "may lie beyond" in workloads.judge(levels[:2], SLO)[1]["reason"]
 
 
+def test_a_level_that_met_above_one_that_missed_is_not_capacity():
+    """16 met, but 8 below it missed: the capacity is 1 (luck at 16 is not capacity)."""
+    levels = [_level(1, 200, 20, 50), _level(8, 400, 30, 12), _level(16, 900, 45, 22)]
+    judged, capacity = workloads.judge(list(reversed(levels)), SLO)
+    assert [lv["concurrency"] for lv in judged] == [1, 8, 16]
+    assert capacity["concurrency"] == 1 and capacity["reason"].startswith("8 missed")
+
+
+def test_the_quick_proof_measures_the_levels_its_gates_need_then_bisects():
+    levels = [1, 2, 4, 8, 16, 32, 48]
+    # No baseline: the lowest and the production concurrency; a baseline's capacity and the
+    # level above it (a faster release proves more).
+    assert workloads.first_levels(levels) == [1, 48]
+    assert workloads.first_levels(levels, 8) == [1, 8, 16]
+    assert workloads.first_levels(levels, 48) == [1, 48]
+    assert workloads.first_levels(levels, 12) == [1, 48]  # not a level: the top
+
+    def met(*pairs):
+        return [{"concurrency": c, "met": ok} for c, ok in pairs]
+
+    assert workloads.next_level(levels, met((1, True), (48, False))) == 8
+    assert workloads.next_level(levels, met((1, True), (8, True), (48, False))) == 32
+    assert workloads.next_level(levels, met((1, True), (8, True), (16, False), (48, False))) is None
+    assert workloads.next_level(levels, met((1, True), (48, True))) is None  # the top met
+    assert workloads.next_level(levels, met((1, False), (48, False))) is None  # none met
+
+
+def test_the_quick_proof_pins_the_knee_a_sweep_finds_in_fewer_levels(standin):
+    """Knee 8 at 60 tok/s per user, held to 40: a sweep of 1..32 and the quick proof find 8;
+    the quick proof measured 1, 32, then 8 and 16 (bisected); with that proof as baseline,
+    1, 8 and 16 only."""
+    url, _engine = standin(knobs=Knobs(ttft_ms=5, tok_s=60, tokens_per_chunk=1, knee=8))
+    params = {"url": url, "api_key": "", "python": "/nonexistent/python", "tokenizer": "",
+              "model": "", "levels": [1, 2, 4, 8, 16, 32], "mode": "sweep", "baseline": {},
+              "own_bench": False, "timeout": 120,
+              "workload": {"input_len": 32, "output_len": 24, "range_ratio": 1.0,
+                           "min_requests": 2},
+              "slo": {"min_tok_s_per_user": 40}}
+    sweep = bench.run(params)
+    quick = bench.run(dict(params, mode="quick"))
+    again = bench.run(dict(params, mode="quick", baseline=quick["record"]))
+    seen = {name: ([lv["concurrency"] for lv in r["levels"]], r["capacity"]["concurrency"],
+                   r["elapsed_s"]) for name, r in (("sweep", sweep), ("quick", quick),
+                                                   ("quick again", again))}
+    print(seen)
+    assert seen["sweep"][:2] == ([1, 2, 4, 8, 16, 32], 8)
+    assert seen["quick"][:2] == ([1, 8, 16, 32], 8)
+    assert seen["quick again"][:2] == ([1, 8, 16], 8)
+    assert again["record"]["mode"] == "quick" and "table" not in again["record"]
+
+
 def test_own_bench_prompts_miss_the_prefix_cache_and_follow_the_seed():
     w = workloads.check({"input_len": 100, "range_ratio": 0.5, "seed": 7})
     first = workloads.prompts(w, 20)
@@ -99,7 +150,7 @@ def test_where_sglangs_benchmark_cannot_run_the_own_bench_says_so_and_finds_the_
     url, engine = standin(knobs=Knobs(ttft_ms=5, tok_s=100, tokens_per_chunk=1, knee=4,
                                       prefill_tok_s=20000))
     params = {"url": url, "api_key": "", "python": sys.executable, "tokenizer": "",
-              "model": "", "levels": [1, 2, 4, 8], "own_bench": False, "timeout": 120,
+              "model": "", "levels": [1, 2, 4, 8], "mode": "sweep", "baseline": {}, "own_bench": False, "timeout": 120,
               "workload": {"input_len": 64, "output_len": 30, "range_ratio": 1.0,
                            "requests_per_level": 8},
               "slo": {"min_tok_s_per_user": 60, "ttft_p99_ms": 2000}}

@@ -18,7 +18,7 @@ OUT, STOP = "/tmp/drain.json", "/tmp/drain.stop"
 BASE = "/opt/sglang"
 # The demo's stand-in speed, with one more variable: a new release, hence a restart.
 CHANGED_ENV = {"SGLANG_STANDIN_TOK_S": "55", "SGLANG_STANDIN_TTFT_MS": "250",
-               "SGLANG_STANDIN_TOKENS_PER_CHUNK": "3", "DRAIN_TEST_MARK": "1"}
+               "SGLANG_STANDIN_TOKENS_PER_CHUNK": "3", "SGLANG_STANDIN_KNEE": "8", "DRAIN_TEST_MARK": "1"}
 STOPPED = re.compile(r"stopped in ([0-9.]+) s after SGLang finished the ([0-9.]+) requests")
 
 

@@ -20,7 +20,7 @@ from support.runner import ANY_SPEED, api, describe_phases, play, restart_phases
 BASE = "/opt/sglang"
 # The demo's stand-in knobs (inventory/demo/group_vars): sglang_env replaces them all.
 KNOBS = {"SGLANG_STANDIN_TOK_S": "55", "SGLANG_STANDIN_TTFT_MS": "250",
-         "SGLANG_STANDIN_TOKENS_PER_CHUNK": "3"}
+         "SGLANG_STANDIN_TOKENS_PER_CHUNK": "3", "SGLANG_STANDIN_KNEE": "8"}
 
 
 def current(host):

@@ -1,0 +1,61 @@
+"""A release's proof at its workload judged: the SLOs (a proven capacity) and the release it
+replaces, like with like. Pure functions over what sglang_serving_bench returned, tested in
+tests/unit/test_sglang_proof_gate.py; the figures are read in module_utils/sglang_workload.py."""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_workload as workloads
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
+
+
+def sglang_proof_gate(proof, baseline=None, tolerance=0.10, regressions="refuse"):
+    """{ok, failures, warnings, unknowns, table}: the proof at the workload against its SLOs and
+    against the baseline's proof at the same workload, SLOs and benchmark.
+
+    A release with no proven capacity (not even the lowest level met every SLO) is refused. With
+    a baseline proven like with like, a capacity lower by more than the tolerance, or total or
+    per-user tok/s at a level both measured, is a regression: refused on a deploy, a warning on a
+    rollback. A baseline proven otherwise (or none) is not compared, and the verdict says so in
+    `unknowns`: no figure stands in for one not measured the same way.
+
+    Args:
+        proof: what sglang_serving_bench returned (or its record).
+        baseline: the record of the proof of the release to compare with (none or empty: none).
+        tolerance: the fraction by which the capacity or a level's tok/s may fall behind.
+        regressions: refuse (a deploy) or warn (a rollback): what a regression does.
+    """
+    if regressions not in ("refuse", "warn"):
+        raise AnsibleFilterError(f"sglang_proof_gate: regressions is 'refuse' or 'warn', got "
+                                 f"{regressions!r}")
+    if not isinstance(tolerance, (int, float)) or not 0 <= tolerance <= 1:
+        raise AnsibleFilterError(f"sglang_proof_gate: tolerance {tolerance!r} is a fraction in "
+                                 "[0, 1] (sglang_smoke_regression_tolerance)")
+    if not isinstance(proof, dict) or "capacity" not in proof or "levels" not in proof:
+        raise AnsibleFilterError("sglang_proof_gate: the proof is what sglang_serving_bench "
+                                 "returned (capacity, levels)")
+    judged = workloads.gate(proof, baseline or None, float(tolerance))
+    refused = judged["failures"] + (judged["regressions"] if regressions == "refuse" else [])
+    warned = judged["regressions"] if regressions == "warn" else []
+    return {"ok": not refused, "failures": refused, "warnings": warned,
+            "unknowns": judged["unknowns"], "table": _table(proof, judged)}
+
+
+def _table(proof, judged):
+    lines = list(proof.get("table") or workloads.table(proof))
+    for row in judged["compared"] or []:
+        now, was = row["now"], row["baseline"]
+        lines.append(f"  against the release it replaces, concurrency {row['concurrency']}: "
+                     f"{_n(now.get('output_tok_s'))} tok/s ({_n(was.get('output_tok_s'))} there), "
+                     f"{_n(now.get('tok_s_per_user'))} per user ({_n(was.get('tok_s_per_user'))})")
+    lines += [f"  not compared: {why}" for why in judged["unknowns"]]
+    lines += [f"  regression: {what}" for what in judged["regressions"]]
+    return lines
+
+
+def _n(value):
+    return "-" if value is None else f"{value:g}"
+
+
+class FilterModule:
+    def filters(self):
+        return {"sglang_proof_gate": own_errors(sglang_proof_gate)}
