@@ -19,9 +19,12 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "monitoring"
 RELEASE = ROOT / "tests" / "unit" / "data" / "monitoring" / "release-reference.json"
 PROFILE = ROOT / "roles" / "sglang" / "profiles" / "qwen3.6-27b-tp2-mtp.yml"
+# The pack's settings, each the role's sglang_monitoring_<name> (service/monitoring.yml).
 SETTINGS = {"for": "for", "window": "window", "tolerance": "tolerance",
-            "ttft_factor": "ttft_factor", "accept_fraction": "accept_fraction",
-            "kv_usage": "kv_usage", "drift_interval_s": "drift_interval"}
+            "ttft_factor": "ttft_factor", "itl_factor": "itl_factor",
+            "accept_fraction": "accept_fraction", "kv_usage": "kv_usage",
+            "drift_interval_s": "drift_interval", "availability": "availability",
+            "runbook_url": "runbook_url"}
 
 
 def rendered():

@@ -2,9 +2,16 @@
 thresholds are that release's own proven figures, and a Grafana dashboard.
 
 Generic panels say a server is slow; these rules say it is slower than the release proved it
-could be in its smoke test, at the load it was measured at, and name the figure. A deploy or a
-rollback renders the pack again from the release that then serves. Unit-tested in
-tests/unit/test_sglang_monitoring.py; promtool runs the rules in the molecule default scenario.
+could be at its workload (its proof: SGLang's serving benchmark, level by level, up to its proven
+capacity), at the load it serves now, and name the figure. A deploy or a rollback renders the
+pack again from the release that then serves. Unit-tested in tests/unit/test_sglang_monitoring.py;
+promtool runs the rules against series in the molecule default scenario
+(tests/support/alert_tests.py). Each alert's runbook is a section of docs/alerts.md.
+
+The load a figure is judged at is the most requests that ran at once in the window (max over
+time), not their time average: decode speed is token-weighted (the inter-token histogram), so a
+burst of 16 streams in a quiet minute decodes at the speed of 16, and is judged against what the
+release proved at 16, not at 1.
 """
 
 from ansible.errors import AnsibleFilterError
@@ -14,6 +21,13 @@ from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors
 JOB = "sglang"
 ROUTER_JOB = "sglang-router"
 DASHBOARD_UID = "sglang-deploy"
+# The project's own recording rules (the SLO ratios), apart from SGLang's `sglang:` names.
+NS = "sglang_deploy"
+# Multi-window burn rates (the SRE workbook's "alerting on SLOs", table 5-8): a page when the
+# budget of 30 days would be gone in 2 days (14.4 x, over 1 h and 5 m), a ticket in 5 (6 x, over
+# 6 h and 30 m).
+BURNS = (("critical", 14.4, "1h", "5m"), ("warning", 6, "6h", "30m"))
+RUNBOOKS = "https://github.com/sglang-deploy/sglang-deploy/blob/main/docs/alerts.md"
 
 
 def _rate_ratio(over, under, sel, window, by=""):
@@ -36,20 +50,39 @@ def _mean_ttft_s(sel, window, by=""):
                        "sglang:time_to_first_token_seconds_count", sel, window, by)
 
 
-def _load(sel, window):
-    """Requests running on average over the window (the load a figure was proven at)."""
-    return f"sum(avg_over_time(sglang:num_running_reqs{{{sel}}}[{window}]))"
+def _quantile(name, q, sel, window, by=""):
+    """A quantile of one of SGLang's histograms over the window (NaN without observations)."""
+    keep = ", ".join(filter(None, ["le", by]))
+    return f"histogram_quantile({q:g}, sum by ({keep}) (rate({name}_bucket{{{sel}}}[{window}])))"
+
+
+def _peak_load(sel, window):
+    """The most requests that ran at once in the window (sampled at each evaluation)."""
+    return f"max_over_time(sum(sglang:num_running_reqs{{{sel}}})[{window}:])"
+
+
+def _traffic(sel, window):
+    return f"sum(rate(sglang:generation_tokens_total{{{sel}}}[{window}])) > 0"
 
 
 def _g(value):
     return f"{value:g}"
 
 
-def _levels(smoke):
-    """(concurrency, level) of the release's smoke test, lowest first, with tok/s measured."""
-    levels = [lv for lv in (smoke or {}).get("levels") or []
-              if isinstance(lv, dict) and lv.get("concurrency")]
-    return sorted(((int(lv["concurrency"]), lv) for lv in levels), key=lambda pair: pair[0])
+def _double(duration):
+    """Twice a Prometheus duration (a critical's `for`: its warning fires first)."""
+    return f"{2 * int(duration[:-1])}{duration[-1]}"
+
+
+def _proven_levels(release):
+    """(proof, levels up to the proven capacity that met every SLO, lowest first), or (None, [])."""
+    proof = release.get("workload_proof") or {}
+    capacity = (proof.get("capacity") or {}).get("concurrency")
+    if not capacity:
+        return None, []
+    levels = [lv for lv in proof.get("levels") or [] if isinstance(lv, dict)
+              and lv.get("met") and lv.get("concurrency") and lv["concurrency"] <= capacity]
+    return proof, sorted(levels, key=lambda lv: lv["concurrency"])
 
 
 class _Pack:
@@ -63,12 +96,13 @@ class _Pack:
                       f"proven {release.get('proven', '?')})")
         self.alerts, self.records, self.thresholds = [], [], []
 
-    def alert(self, name, expr, severity, summary, evidence, **labels):
+    def alert(self, name, expr, severity, summary, evidence, wait=None, **labels):
         self.alerts.append({
-            "alert": name, "expr": expr, "for": self.s["for"],
+            "alert": name, "expr": expr, "for": wait or self.s["for"],
             "labels": {"severity": severity, "sglang_host": self.host, "release": self.rid,
                        **labels},
-            "annotations": {"summary": summary, "description": evidence}})
+            "annotations": {"summary": summary, "description": evidence,
+                            "runbook_url": f"{self.s['runbook_url']}#{name.lower()}"}})
         self.thresholds.append(f"{name}: {evidence}")
 
     def record(self, name, value, **labels):
@@ -77,57 +111,91 @@ class _Pack:
                              "labels": dict(labels, sglang_host=self.host, release=self.rid)})
 
 
-def _speed_rules(pack, floors):
+def _at(low, high):
+    """The band (low, high] in words."""
+    return f"{high} requests at once" if low + 1 == high else f"{low + 1}-{high} requests at once"
+
+
+def _band(pack, low, high):
+    """The load band (low, high]: the peak load of the window within it, with tokens flowing."""
+    sel, window = pack.sel, pack.s["window"]
+    return (f"on() ({_peak_load(sel, window)}) > {low} and on() ({_peak_load(sel, window)}) "
+            f"<= {high} and on() ({_traffic(sel, window)})")
+
+
+def _speed_rules(pack, floors, proof, levels):
     s, sel, window = pack.s, pack.sel, pack.s["window"]
-    levels = _levels(pack.release.get("smoke"))
     tok_s = _per_user_tok_s(sel, window)
     floor = floors.get("min_decode_tok_s")
-    lightest = levels[0][0] if levels else 1
+    lightest = levels[0]["concurrency"] if levels else 1
     if floor:
         pack.record("sglang:release_floor_tok_s_per_user", floor)
-        pack.alert("SGLangBelowFloor",
-                   f"({tok_s}) < {_g(floor)} and on() ({_load(sel, window)}) <= {lightest}",
+        pack.alert("SGLangBelowFloor", f"({tok_s}) < {_g(floor)} and {_band(pack, 0, lightest)}",
                    "critical", f"{pack.host}: tokens per user below the floor",
-                   f"below {_g(floor)} tok/s per user at up to {lightest} requests in flight: the "
-                   f"floor every release of this host must meet (sglang_smoke_min_decode_tok_s); "
-                   f"{pack.proof}")
+                   f"below {_g(floor)} tok/s per user with at most {_at(0, lightest)}: "
+                   f"the floor every release of this host must meet "
+                   f"(sglang_smoke_min_decode_tok_s); {pack.proof}", wait=_double(s["for"]))
     below = 0
-    for concurrency, level in levels:
-        proven = level.get("decode_tok_s_per_user")
+    for level in levels:
+        n, proven = level["concurrency"], level.get("tok_s_per_user")
         if proven:
             threshold = round(proven * (1 - s["tolerance"]), 2)
-            pack.record("sglang:release_proven_tok_s_per_user", proven,
-                        concurrency=str(concurrency))
+            pack.record("sglang:release_proven_tok_s_per_user", proven, concurrency=str(n))
             pack.alert("SGLangSlowerThanProven",
-                       f"({tok_s}) < {_g(threshold)} and on() ({_load(sel, window)}) > {below} "
-                       f"and on() ({_load(sel, window)}) <= {concurrency}",
+                       f"({tok_s}) < {_g(threshold)} and {_band(pack, below, n)}",
                        "warning", f"{pack.host}: slower than its release proved at this load",
-                       f"below {_g(threshold)} tok/s per user with {below}-{concurrency} requests "
-                       f"in flight: {pack.proof} measured {_g(proven)} at concurrency "
-                       f"{concurrency}, less {s['tolerance']:.0%} (sglang_monitoring_tolerance)",
-                       concurrency=str(concurrency))
-        below = concurrency
-    _ttft_rules(pack, floors, levels, lightest)
+                       f"below {_g(threshold)} tok/s per user with {_at(below, n)}: {pack.proof} measured {_g(proven)} at concurrency {n} "
+                       f"({proof['measured_by']}), less {s['tolerance']:.0%} "
+                       "(sglang_monitoring_tolerance)", concurrency=str(n))
+        _latency_rules(pack, proof, level, below)
+        below = n
 
 
-def _ttft_rules(pack, floors, levels, lightest):
+def _latency_rules(pack, proof, level, below):
+    """TTFT and ITL p99 from SGLang's histograms against the p99 proven at this band."""
+    n = level["concurrency"]
+    for name, metric, figure, factor, what in (
+            ("SGLangSlowFirstToken", "sglang:time_to_first_token_seconds", "ttft_ms",
+             pack.s["ttft_factor"], "first token"),
+            ("SGLangSlowTokens", "sglang:inter_token_latency_seconds", "itl_ms",
+             pack.s["itl_factor"], "inter-token latency")):
+        p99 = ((level.get(figure) or {}).get("p99"))
+        # The own bench times each request's mean TPOT, not the gaps between tokens: no ITL
+        # quantile to hold the live one to.
+        if not p99 or (figure == "itl_ms" and proof["measured_by"] != "sglang.bench_serving"):
+            continue
+        limit = round(p99 * factor / 1000, 4)
+        pack.record(f"sglang:release_proven_{figure[:-3]}_p99_seconds", p99 / 1000,
+                    concurrency=str(n))
+        pack.alert(name, f"({_quantile(metric, 0.99, pack.sel, pack.s['window'])}) > {_g(limit)} "
+                         f"and {_band(pack, below, n)}",
+                   "warning", f"{pack.host}: {what} p99 slower than proven at this load",
+                   f"{what} p99 above {_g(limit * 1000)} ms with {_at(below, n)}: "
+                   f"{pack.proof} measured p99 {_g(p99)} ms at concurrency {n}, x {_g(factor)} "
+                   f"(sglang_monitoring_{figure[:-3]}_factor)", concurrency=str(n))
+
+
+def _capacity_rules(pack, proof):
     sel, window = pack.sel, pack.s["window"]
-    ttft = _mean_ttft_s(sel, window)
+    capacity = proof["capacity"]["concurrency"]
+    pack.record("sglang:release_proven_capacity", capacity)
+    pack.alert("SGLangAboveProvenCapacity",
+               f"min_over_time(sum(sglang:num_running_reqs{{{sel}}})[{window}:]) > {capacity}",
+               "warning", f"{pack.host}: more load than the release proved it serves",
+               f"more than {capacity} requests running all through {window}: {pack.proof} met its "
+               f"SLOs up to {capacity} at its workload ({proof['capacity']['reason']}); add "
+               "replicas or shed load")
+
+
+def _ttft_cap_rule(pack, floors, lightest):
+    sel, window = pack.sel, pack.s["window"]
     cap = floors.get("max_ttft_ms")
     if cap:
         pack.alert("SGLangFirstTokenAboveCap",
-                   f"({ttft}) > {_g(cap / 1000)} and on() ({_load(sel, window)}) <= {lightest}",
+                   f"({_mean_ttft_s(sel, window)}) > {_g(cap / 1000)} and {_band(pack, 0, lightest)}",
                    "critical", f"{pack.host}: first token slower than the cap",
-                   f"mean TTFT above {_g(cap)} ms at up to {lightest} requests in flight "
-                   f"(sglang_smoke_max_ttft_ms); {pack.proof}")
-    p99 = [lv.get("ttft_ms_p99") for _c, lv in levels if lv.get("ttft_ms_p99")]
-    if p99:
-        worst, factor = max(p99), pack.s["ttft_factor"]
-        pack.record("sglang:release_proven_ttft_seconds", worst / 1000)
-        pack.alert("SGLangSlowFirstToken", f"({ttft}) > {_g(round(worst * factor / 1000, 4))}",
-                   "warning", f"{pack.host}: first tokens much slower than proven",
-                   f"mean TTFT above {_g(factor)} x the worst p99 its smoke test measured "
-                   f"({_g(worst)} ms, sglang_monitoring_ttft_factor); {pack.proof}")
+                   f"mean TTFT above {_g(cap)} ms with at most {_at(0, lightest)} "
+                   f"(sglang_smoke_max_ttft_ms); {pack.proof}", wait=_double(pack.s["for"]))
 
 
 def _accept_rule(pack):
@@ -139,8 +207,7 @@ def _accept_rule(pack):
     pack.record("sglang:release_proven_accept_length", measured)
     pack.alert("SGLangAcceptLengthLow",
                f"max(avg_over_time(sglang:spec_accept_length{{{sel}}}[{window}])) < "
-               f"{_g(threshold)} and on() sum(rate(sglang:generation_tokens_total{{{sel}}}"
-               f"[{window}])) > 0",
+               f"{_g(threshold)} and on() ({_traffic(sel, window)})",
                "warning", f"{pack.host}: speculative decoding accepts fewer tokens than proven",
                f"MTP accept length below {_g(threshold)}: {pack.proof} measured {_g(measured)}, "
                f"x {pack.s['accept_fraction']:g} (sglang_monitoring_accept_fraction); long "
@@ -148,20 +215,38 @@ def _accept_rule(pack):
 
 
 def _health_rules(pack):
-    sel, s = pack.sel, pack.s
+    sel, s, window = pack.sel, pack.s, pack.s["window"]
     pack.alert("SGLangDown", f"up{{{sel}}} == 0", "critical", f"{pack.host}: SGLang is down",
                f"Prometheus cannot scrape {pack.host}'s /metrics; {pack.proof} should serve")
-    pack.alert("SGLangQueueGrowing",
-               f"sum(sglang:num_queue_reqs{{{sel}}}) > 0 and "
-               f"deriv(sum(sglang:num_queue_reqs{{{sel}}})[{s['window']}:]) > 0",
-               "warning", f"{pack.host}: requests queue up",
-               "the waiting queue is not empty and grows: more load than the release serves")
+    pack.alert("SGLangTargetMissing", f"absent(up{{{sel}}})", "critical",
+               f"{pack.host}: no SGLang target in Prometheus",
+               f"Prometheus has no target for {pack.host} (job {JOB}): the file-based target "
+               "is gone or unreadable, so no other rule of this host can fire")
+    pack.alert("SGLangNoProgress",
+               f"min_over_time(sum(sglang:num_running_reqs{{{sel}}})[{window}:]) > 0 and on() "
+               f"sum(increase(sglang:generation_tokens_total{{{sel}}}[{window}])) == 0",
+               "critical", f"{pack.host}: requests run but no token comes out",
+               f"requests running all through {window} and not one token generated: the "
+               "scheduler is stuck while /metrics still answers")
+    pack.alert("SGLangQueueStuck",
+               f"min_over_time(sum(sglang:num_queue_reqs{{{sel}}})[{window}:]) > 0",
+               "warning", f"{pack.host}: requests wait all the time",
+               f"the waiting queue was never empty in {window}: more load than the release "
+               "serves, or a KV cache too small for it")
     pack.alert("SGLangKVCacheFull", f"max(sglang:token_usage{{{sel}}}) > {_g(s['kv_usage'])}",
                "warning", f"{pack.host}: KV cache nearly full",
                f"KV cache usage above {s['kv_usage']:.0%} (sglang_monitoring_kv_usage): "
                "requests get retracted or wait")
+
+
+def _drift_rules(pack):
+    s = pack.s
     host = f'sglang_host="{pack.host}"'
-    pack.alert("SGLangResolutionDrift", f"sglang_drift{{{host}}} == 1", "critical",
+    # Over three runs of the check: a failing run writes no sglang_drift series, and must not
+    # reset the alert's `for` (the drift it last saw still stands until a run says otherwise).
+    held = f"{3 * int(s['drift_interval_s'])}s"
+    pack.alert("SGLangResolutionDrift",
+               f"last_over_time(sglang_drift{{{host}}}[{held}]) == 1", "critical",
                f"{pack.host}: SGLang resolved {{{{ $labels.setting }}}} differently",
                "the live server resolves {{ $labels.setting }} as {{ $labels.live }}; "
                f"{pack.proof} was proven with {{{{ $labels.recorded }}}} (drift check, "
@@ -179,8 +264,55 @@ def _health_rules(pack):
                "collector reading the file, and the timer enabled?")
 
 
+def _slo_rules(pack, slo):
+    """Burn rates of the error budgets: aborted requests against sglang_monitoring_availability,
+    and first tokens slower than the workload's TTFT objective against its 1% (a p99)."""
+    sel = pack.sel
+    windows = sorted({w for _sev, _f, long, short in BURNS for w in (long, short)})
+    budget = round(1 - pack.s["availability"], 6)
+    for w in windows:
+        pack.records.append({
+            "record": f"{NS}:aborted_ratio:rate{w}",
+            "expr": f"sum(rate(sglang:num_aborted_requests_total{{{sel}}}[{w}])) / "
+                    f"sum(rate(sglang:num_requests_total{{{sel}}}[{w}]))",
+            "labels": {"sglang_host": pack.host, "release": pack.rid}})
+    _burn(pack, "SGLangAbortBudgetBurn", "aborted_ratio", budget,
+          f"requests aborted faster than an availability of {pack.s['availability']:.2%} allows "
+          "(sglang_monitoring_availability)")
+    ttft_ms = (slo or {}).get("ttft_p99_ms")
+    bucket = next((b for b in TTFT_BUCKETS_S if ttft_ms and b * 1000 >= ttft_ms), None)
+    if not bucket:
+        return
+    for w in windows:
+        pack.records.append({
+            "record": f"{NS}:ttft_slow_ratio:rate{w}",
+            "expr": f"1 - sum(rate(sglang:time_to_first_token_seconds_bucket{{{sel},"
+                    f"le=\"{_g(bucket)}\"}}[{w}])) / "
+                    f"sum(rate(sglang:time_to_first_token_seconds_count{{{sel}}}[{w}]))",
+            "labels": {"sglang_host": pack.host, "release": pack.rid}})
+    _burn(pack, "SGLangFirstTokenBudgetBurn", "ttft_slow_ratio", 0.01,
+          f"first tokens slower than {_g(bucket * 1000)} ms (the workload's TTFT p99 objective, "
+          f"{_g(ttft_ms)} ms, at SGLang's next bucket) more often than 1% allows")
+
+
+def _burn(pack, name, ratio, budget, what):
+    for severity, factor, long, short in BURNS:
+        limit = _g(round(factor * budget, 6))
+        pack.alert(name,
+                   f"{NS}:{ratio}:rate{long}{{sglang_host=\"{pack.host}\"}} > {limit} and "
+                   f"{NS}:{ratio}:rate{short}{{sglang_host=\"{pack.host}\"}} > {limit}",
+                   severity, f"{pack.host}: error budget burning ({severity})",
+                   f"{what}: {factor:g} x the budget over {long} and {short}", wait="2m"
+                   if severity == "critical" else "15m", window=long)
+
+
+# SGLang 0.5.23's TTFT buckets (srt/observability/metrics_collector.py,
+# bucket_time_to_first_token): an objective is counted at the first bound at or above it.
+TTFT_BUCKETS_S = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
+
 SETTINGS = {"for": str, "window": str, "tolerance": float, "ttft_factor": float,
-            "accept_fraction": float, "kv_usage": float, "drift_interval_s": int}
+            "itl_factor": float, "accept_fraction": float, "kv_usage": float,
+            "drift_interval_s": int, "availability": float, "runbook_url": str}
 
 
 def _settings(settings):
@@ -188,10 +320,14 @@ def _settings(settings):
     if missing:
         raise AnsibleFilterError(f"sglang_monitoring_pack: settings lack {missing}")
     try:
-        return {k: cast(settings[k]) for k, cast in SETTINGS.items()}
+        checked = {k: cast(settings[k]) for k, cast in SETTINGS.items()}
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError(f"sglang_monitoring_pack: a setting is not a number: {exc}") \
             from None
+    if not 0 < checked["availability"] < 1:
+        raise AnsibleFilterError(f"sglang_monitoring_pack: availability {checked['availability']!r}"
+                                 " is a fraction between 0 and 1 (0.995: 0.5% may fail)")
+    return checked
 
 
 def sglang_monitoring_pack(release, target, floors=None, settings=None):
@@ -200,29 +336,37 @@ def sglang_monitoring_pack(release, target, floors=None, settings=None):
     `release` is the release's manifest (sglang_release state=info), `target` is {host,
     address, labels}: the inventory name, the host:port Prometheus scrapes, extra labels.
     `floors` is {min_decode_tok_s, max_ttft_ms}; `settings` the sglang_monitoring_* tuning.
-    Rules without the figure they need (a release proven without a smoke test) are left out,
+    Rules without the figure they need (a release with no proof at a workload) are left out,
     and `thresholds` says so: a threshold comes only from a figure the release recorded.
 
     Args:
         release: the serving release's manifest: the entry of sglang_release state=info's
-            releases whose id is current (its id, smoke figures, sglang_version, profile).
+            releases whose id is current (its id, workload_proof, smoke, sglang_version, profile).
         target: {host, address, labels}: the role passes inventory_hostname and the host:port
             Prometheus scrapes; labels, optional, are added to the target's.
         floors: {min_decode_tok_s, max_ttft_ms}: sglang_smoke_min_decode_tok_s and
             sglang_smoke_max_ttft_ms, else the profile's smoke ones; a null one adds no rule.
         settings: the sglang_monitoring_* tuning: {for, window, tolerance, ttft_factor,
-            accept_fraction, kv_usage, drift_interval_s}, every key required.
+            itl_factor, accept_fraction, kv_usage, drift_interval_s, availability,
+            runbook_url}, every key required.
     """
     if not isinstance(release, dict) or not release.get("id"):
         raise AnsibleFilterError("sglang_monitoring_pack: no serving release (current names none)")
     pack = _Pack(release, str(target["host"]), _settings(settings))
     floors = floors or {}
+    proof, levels = _proven_levels(release)
     _health_rules(pack)
-    _speed_rules(pack, floors)
+    _speed_rules(pack, floors, proof, levels)
+    _ttft_cap_rule(pack, floors, levels[0]["concurrency"] if levels else 1)
+    if proof:
+        _capacity_rules(pack, proof)
+    else:
+        pack.thresholds.append(
+            f"no speed, latency or capacity rules: release {pack.rid} has no proof at a workload "
+            "with a proven capacity (deployed with sglang_workload_proof false, or before it)")
     _accept_rule(pack)
-    if not (release.get("smoke") or {}).get("levels"):
-        pack.thresholds.append(f"no speed rules: release {pack.rid} recorded no smoke figures "
-                               "(proven without a smoke test)")
+    _drift_rules(pack)
+    _slo_rules(pack, (proof or {}).get("slo"))
     labels = {"sglang_host": pack.host, "release": pack.rid,
               "sglang_version": str(release.get("sglang_version") or ""),
               "profile": str(release.get("profile") or "")}
@@ -266,9 +410,11 @@ def sglang_monitoring_dashboard(window="5m"):
              "{{sglang_host}} proven at concurrency {{concurrency}} ({{release}})"),
             (f"sglang:release_floor_tok_s_per_user{{{host}}}", "{{sglang_host}} floor")],
             (0, 0, 12, 8), "none", "Live decode speed per stream against the release's smoke test"),
-        _panel(2, "Time to first token (mean)", [
-            (_mean_ttft_s(sel, window, by="sglang_host"), "{{sglang_host}} live"),
-            (f"sglang:release_proven_ttft_seconds{{{host}}}", "{{sglang_host}} proven p99")],
+        _panel(2, "Time to first token (p99)", [
+            (_quantile("sglang:time_to_first_token_seconds", 0.99, sel, window, by="sglang_host"),
+             "{{sglang_host}} live"),
+            (f"sglang:release_proven_ttft_p99_seconds{{{host}}}",
+             "{{sglang_host}} proven at concurrency {{concurrency}}")],
             (12, 0, 12, 8), "s"),
         _panel(3, "MTP accept length", [
             (f"max by (sglang_host) (sglang:spec_accept_length{{{sel}}})", "{{sglang_host}} live"),
@@ -276,7 +422,8 @@ def sglang_monitoring_dashboard(window="5m"):
             (0, 8, 8, 8)),
         _panel(4, "Requests", [
             (f"sum by (sglang_host) (sglang:num_running_reqs{{{sel}}})", "{{sglang_host}} running"),
-            (f"sum by (sglang_host) (sglang:num_queue_reqs{{{sel}}})", "{{sglang_host}} queued")],
+            (f"sum by (sglang_host) (sglang:num_queue_reqs{{{sel}}})", "{{sglang_host}} queued"),
+            (f"sglang:release_proven_capacity{{{host}}}", "{{sglang_host}} proven capacity")],
             (8, 8, 8, 8)),
         _panel(5, "KV cache usage", [
             (f"max by (sglang_host) (sglang:token_usage{{{sel}}})", "{{sglang_host}}")],
@@ -289,6 +436,18 @@ def sglang_monitoring_dashboard(window="5m"):
              "{{recorded}})"),
             (f"1 - sglang_drift_check_success{{{host}}}", "{{sglang_host}} check failing")],
             (12, 16, 12, 8)),
+        _panel(8, "Inter-token latency (p99)", [
+            (_quantile("sglang:inter_token_latency_seconds", 0.99, sel, window, by="sglang_host"),
+             "{{sglang_host}} live"),
+            (f"sglang:release_proven_itl_p99_seconds{{{host}}}",
+             "{{sglang_host}} proven at concurrency {{concurrency}}")],
+            (0, 24, 12, 8), "s"),
+        _panel(9, "Error budgets (share of requests aborted, or over the TTFT objective)", [
+            (f"{NS}:aborted_ratio:rate{w}{{{host}}}", f"{{{{sglang_host}}}} aborted, {w}")
+            for w in ("5m", "30m", "1h", "6h")] + [
+            (f"{NS}:ttft_slow_ratio:rate{w}{{{host}}}", f"{{{{sglang_host}}}} TTFT over, {w}")
+            for w in ("5m", "30m", "1h", "6h")],
+            (12, 24, 12, 8), "percentunit"),
     ]
     return {
         "uid": DASHBOARD_UID, "title": "SGLang (sglang-deploy)", "schemaVersion": 39,
@@ -307,28 +466,63 @@ def sglang_monitoring_dashboard(window="5m"):
     }
 
 
-def sglang_monitoring_router_pack(host, address, duration="2m"):
+def sglang_monitoring_router_pack(host, address, duration="2m", availability=0.995,
+                                  runbook_url=RUNBOOKS):
     """The router's pack: its Prometheus target (file-based discovery, job sglang-router,
-    labelled with its inventory name) and the rule that it is down.
+    labelled with its inventory name), the rules that it is down or has no replica to send to,
+    and the burn rate of its 5xx answers, from sglang-router's own metrics (`smg_*`, read from
+    a running sglang-router 0.3.2: `smg_http_responses_total{status_code, error_code}`).
 
     Args:
         host: the router's inventory name (inventory_hostname), the label of its target and rule.
         address: the host:port Prometheus scrapes the router's /metrics at
             (sglang_router_monitoring_address, else sglang_router_prometheus_host and port).
-        duration: how long the router must be down before the alert fires (the rule's `for`);
-            the role leaves the default.
+        duration: how long a condition must hold before its alert fires (the rules' `for`).
+        availability: the share of the router's answers that must not be 5xx
+            (sglang_router_monitoring_availability).
+        runbook_url: each alert's runbook_url is this, `#` and its name in lower case.
     """
     host = str(host)
+    if not 0 < float(availability) < 1:
+        raise AnsibleFilterError(f"sglang_monitoring_router_pack: availability {availability!r} is "
+                                 "a fraction between 0 and 1")
     sel = f'job="{ROUTER_JOB}",sglang_router="{host}"'
+    labels = {"sglang_router": host}
+
+    def alert(name, expr, severity, summary, description, wait=duration, **extra):
+        return {"alert": name, "expr": expr, "for": str(wait),
+                "labels": {"severity": severity, **labels, **extra},
+                "annotations": {"summary": summary, "description": description,
+                                "runbook_url": f"{runbook_url}#{name.lower()}"}}
+
+    budget = round(1 - float(availability), 6)
+    windows = sorted({w for _sev, _f, long, short in BURNS for w in (long, short)})
+    records = [{"record": f"{NS}:router_5xx_ratio:rate{w}",
+                "expr": f'sum(rate(smg_http_responses_total{{{sel},status_code=~"5.."}}[{w}])) / '
+                        f"sum(rate(smg_http_responses_total{{{sel}}}[{w}]))",
+                "labels": labels} for w in windows]
+    rules = [
+        alert("SGLangRouterDown", f"up{{{sel}}} == 0", "critical",
+              f"{host}: the SGLang router is down",
+              f"Prometheus cannot scrape the router's /metrics on {host}: clients reach no "
+              "replica through it"),
+        alert("SGLangRouterNoWorkers",
+              f'sum(increase(smg_http_responses_total{{{sel},error_code="no_available_workers"}}'
+              f"[{duration}])) > 0", "critical", f"{host}: the router has no replica to send to",
+              f"{host} answered 503 no_available_workers: every replica is out of the router "
+              "(unhealthy, drained, or never added)"),
+    ] + [alert("SGLangRouterErrorBudgetBurn",
+               f'{NS}:router_5xx_ratio:rate{long}{{sglang_router="{host}"}} > {_g(round(f * budget, 6))} '
+               f'and {NS}:router_5xx_ratio:rate{short}{{sglang_router="{host}"}} > '
+               f"{_g(round(f * budget, 6))}", severity, f"{host}: the router's 5xx burn the budget",
+               f"5xx answers faster than an availability of {float(availability):.2%} allows "
+               f"(sglang_router_monitoring_availability): {f:g} x the budget over {long} and {short}",
+               wait="2m" if severity == "critical" else "15m", window=long)
+         for severity, f, long, short in BURNS]
     return {
-        "targets": [{"targets": [str(address)], "labels": {"sglang_router": host}}],
-        "rules": {"groups": [{"name": f"sglang-router-{host}", "rules": [{
-            "alert": "SGLangRouterDown", "expr": f"up{{{sel}}} == 0", "for": str(duration),
-            "labels": {"severity": "critical", "sglang_router": host},
-            "annotations": {
-                "summary": f"{host}: the SGLang router is down",
-                "description": f"Prometheus cannot scrape the router's /metrics on {host}: "
-                               "clients reach no replica through it"}}]}]},
+        "targets": [{"targets": [str(address)], "labels": labels}],
+        "rules": {"groups": [{"name": f"sglang-router-{host}-slo", "rules": records},
+                             {"name": f"sglang-router-{host}", "rules": rules}]},
     }
 
 
