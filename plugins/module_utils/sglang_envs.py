@@ -11,8 +11,9 @@ never changed, switched with the release that runs on it.
 - The digest is the sha256 over the env's dist-infos' RECORD files (each names every file of
   its distribution with that file's hash): an install, an upgrade or an uninstall in the env
   changes it. The tree (`tree`) is what an in-place edit changes: every file's size, mtime,
-  inode and mode, grouped per top-level package, recorded in the marker and read again before
-  a switch (a walk of lstat calls, no file is read: see docs/design.md for its cost).
+  ctime, inode and mode, and the bytecode the build compiled, grouped per top-level package,
+  recorded in the marker and read again before a switch (a walk of lstat calls, no file is
+  read: see docs/design.md for its cost).
 - Envs share no file: uv links them from its cache by reflink where the filesystem has them
   and by copy elsewhere (`link_mode`); a hardlink would make an edit of one env an edit of
   every env and of the cache. `hardlink` stays available, asked by name, for hosts short of
@@ -34,6 +35,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import (
     discard, empty_trash, flock_guard, fsync_dir, symlink_atomic)
@@ -147,17 +149,16 @@ def read_marker(path):
 
 
 def _entries(top, rel=""):
-    """(path relative to `top`, DirEntry) of every entry but directories, depth first, sorted;
-    `__pycache__` left out."""
+    """(path relative to `top`, DirEntry, inside __pycache__) of every entry but directories,
+    depth first, sorted."""
     with os.scandir(os.path.join(top, rel)) as it:
         entries = sorted(it, key=lambda e: e.name)
     for entry in entries:
         name = f"{rel}/{entry.name}" if rel else entry.name
         if entry.is_dir(follow_symlinks=False):
-            if entry.name != "__pycache__":
-                yield from _entries(top, name)
+            yield from _entries(top, name)
         else:
-            yield name, entry
+            yield name, entry, os.path.basename(rel) == "__pycache__"
 
 
 def _group(rel):
@@ -169,25 +170,52 @@ def _group(rel):
     return "/".join(rel.split("/", 2)[:2])
 
 
-def tree(path):
+# The tree's form: 2 counts each file's ctime (an edit with its mtime put back still moves it)
+# and the bytecode the build compiled; a marker without `tree_version` was recorded in form 1
+# (no ctime, no __pycache__) and is read again in that form.
+TREE_VERSION = 2
+
+
+def tree(path, at_ns=None, ctime=False):
     """{group: sha256} over what an in-place edit changes: each entry's name, kind, size, mtime
-    (ns), inode and mode (symlinks: their target), lstat only, nothing read. Not counted: the
-    marker, and `__pycache__` (Python writes it when an importer may, and checks each .pyc
-    against its source's size and mtime, which are counted)."""
+    (ns), inode and mode (symlinks: their target), lstat only, nothing read; with `ctime` its
+    ctime too (not for hardlinked envs: linking the same file into another env moves it).
+    `__pycache__`: with `at_ns` (when the build recorded the tree) the bytecode that existed
+    then, so a .pyc replaced afterwards (its ctime is later) is missed from the set and named,
+    while one Python writes later for a module the build did not compile is not counted; without
+    it, none (form 1). Not counted: the marker."""
     groups = {}
-    for rel, entry in _entries(path):
+    for rel, entry, cached in _entries(path):
         if rel == MARKER:
             continue
         if entry.is_symlink():
             what = f"{rel}\0l {os.readlink(entry.path)}\n"
         else:
             info = entry.stat(follow_symlinks=False)
-            what = f"{rel}\0f {info.st_size} {info.st_mtime_ns} {info.st_ino} {info.st_mode:o}\n"
+            if cached and (at_ns is None or info.st_ctime_ns > at_ns):
+                continue
+            stamp = f" {info.st_ctime_ns}" if ctime or cached else ""
+            what = (f"{rel}\0f {info.st_size} {info.st_mtime_ns} {info.st_ino} "
+                    f"{info.st_mode:o}{stamp}\n")
         group = _group(rel)
         if group not in groups:
             groups[group] = hashlib.sha256()
         groups[group].update(what.encode("utf-8", "surrogateescape"))
     return {group: h.hexdigest() for group, h in sorted(groups.items())}
+
+
+def record_tree(path, link_mode):
+    """What a build records of its tree (the marker's keys): the form, when, the groups."""
+    at_ns = time.time_ns()
+    return {"tree_version": TREE_VERSION, "tree_at_ns": at_ns,
+            "tree": tree(path, at_ns, ctime=link_mode != "hardlink")}
+
+
+def tree_again(path, marker):
+    """The tree read again in the form its marker recorded it."""
+    if marker.get("tree_version") == TREE_VERSION and isinstance(marker.get("tree_at_ns"), int):
+        return tree(path, marker["tree_at_ns"], ctime=marker.get("link_mode") != "hardlink")
+    return tree(path)
 
 
 def tree_changes(recorded, now):
@@ -209,7 +237,7 @@ def check(base_dir, env):
         return out
     now = digest(path)
     recorded = marker.get("tree")
-    changed = tree_changes(recorded, tree(path)) if isinstance(recorded, dict) else []
+    changed = tree_changes(recorded, tree_again(path, marker)) if isinstance(recorded, dict) else []
     out.update(complete=True, marker=marker, digest=now, changed=changed,
                intact=now == marker["digest"] and not changed)
     return out

@@ -247,11 +247,12 @@ def _build(base_dir, env, python, items, options, no_deps, installer, uv, timeou
         for argv in install_commands(path, installer, uv, options, items, no_deps, mode):
             run(argv, timeout, child)
         packages = installed(path)[1]
-        marker = {"id": env, "digest": digest(path), "tree": envs.tree(path), "packages": packages,
+        linked = mode if installer == "uv" else "copy"
+        marker = {"id": env, "digest": digest(path), **envs.record_tree(path, linked),
+                  "packages": packages,
                   "built": datetime.datetime.now(datetime.timezone.utc).strftime(
                       "%Y-%m-%dT%H:%M:%SZ"),
-                  "installer": installer, "link_mode": mode if installer == "uv" else "copy",
-                  **(record or {})}
+                  "installer": installer, "link_mode": linked, **(record or {})}
         write_atomic(os.path.join(path, MARKER), json.dumps(marker, indent=2, sort_keys=True)
                      + "\n", 0o644)
     except BaseException:

@@ -9,6 +9,7 @@ import hashlib
 import os
 import shutil
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -384,3 +385,63 @@ def test_a_package_removed_by_hand_makes_the_planned_env_not_intact(tmp_path, wh
     assert not planned["intact"] and any("extra" in group for group in planned["changed"])
     # An env not built yet is not "changed".
     assert prereqs.planned_env(dict(read, requirements=["sglang==0.5.15"]))["intact"]
+
+
+def _fake_env(root):
+    """An env's files as a build leaves them: a module and the bytecode compiled for it."""
+    pkg = root / "lib" / "python3.11" / "site-packages" / "pkg"
+    (pkg / "__pycache__").mkdir(parents=True)
+    (pkg / "mod.py").write_text("x = 1\n")
+    (pkg / "__pycache__" / "mod.cpython-311.pyc").write_bytes(b"\x00" * 32)
+    return pkg
+
+
+def _same_size_edit(path, data):
+    """An edit in place that keeps the size and puts the mtime back (as `touch -r` would)."""
+    before = path.stat()
+    with open(path, "r+b") as fh:
+        fh.write(data)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def test_a_same_size_edit_with_its_mtime_put_back_is_named(tmp_path):
+    pkg = _fake_env(tmp_path)
+    marker = {"link_mode": "copy", **envs.record_tree(str(tmp_path), "copy")}
+    assert marker["tree_version"] == envs.TREE_VERSION
+    time.sleep(0.02)
+    _same_size_edit(pkg / "mod.py", b"y")
+    changed = envs.tree_changes(marker["tree"], envs.tree_again(str(tmp_path), marker))
+    assert changed == ["lib/python3.11/site-packages/pkg"]
+    # Form 1 (markers written before ctime was counted) could not see it.
+    old = envs.tree(str(tmp_path))
+    _same_size_edit(pkg / "mod.py", b"z")
+    assert envs.tree(str(tmp_path)) == old
+
+
+def test_a_replaced_pyc_is_named_and_bytecode_written_later_is_not(tmp_path):
+    pkg = _fake_env(tmp_path)
+    marker = {"link_mode": "copy", **envs.record_tree(str(tmp_path), "copy")}
+    time.sleep(0.02)
+    # Python writes bytecode for a module the build did not compile: not an edit.
+    (pkg / "late.py").write_text("")
+    marker = {"link_mode": "copy", **envs.record_tree(str(tmp_path), "copy")}
+    time.sleep(0.02)
+    (pkg / "__pycache__" / "late.cpython-311.pyc").write_bytes(b"\x01" * 16)
+    assert envs.tree_changes(marker["tree"], envs.tree_again(str(tmp_path), marker)) == []
+    # The build's bytecode replaced (a new file under the same name, its mtime put back).
+    pyc = pkg / "__pycache__" / "mod.cpython-311.pyc"
+    stat = pyc.stat()
+    pyc.unlink()
+    pyc.write_bytes(b"\xff" * 32)
+    os.utime(pyc, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert envs.tree_changes(marker["tree"], envs.tree_again(str(tmp_path), marker)) == \
+        ["lib/python3.11/site-packages/pkg"]
+
+
+def test_a_hardlinked_env_does_not_count_ctime_which_linking_another_env_moves(tmp_path):
+    pkg = _fake_env(tmp_path / "one")
+    marker = {"link_mode": "hardlink", **envs.record_tree(str(tmp_path / "one"), "hardlink")}
+    time.sleep(0.02)
+    os.link(pkg / "mod.py", tmp_path / "another-env-mod.py")  # moves mod.py's ctime
+    assert envs.tree_changes(marker["tree"],
+                             envs.tree_again(str(tmp_path / "one"), marker)) == []
