@@ -37,8 +37,10 @@ def run_help(python, module="sglang.launch_server", timeout=120):
     """(help text, None) or (None, why it could not run)."""
     started = time.monotonic()
     try:
+        # cwd "/": `-m` and `-c` put the working directory first on sys.path, and a run started
+        # in /tmp would import what any local user left there, as root.
         proc = subprocess.run([python, "-m", module, "--help"], capture_output=True, text=True,
-                              timeout=timeout, check=False)
+                              timeout=timeout, check=False, cwd="/")
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, f"{python} -m {module} --help: {exc}", time.monotonic() - started
     elapsed = time.monotonic() - started

@@ -70,8 +70,9 @@ def python_identity(python, timeout=60):
     """'3.11 /usr/bin/python3.11' for `python` (a name on PATH or a path)."""
     found = shutil.which(python) or python
     try:
+        # cwd "/": `-c` puts the working directory first on sys.path.
         proc = subprocess.run([found, "-c", PYTHON_PROBE], capture_output=True, check=False,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
+                              timeout=timeout, stdin=subprocess.DEVNULL, cwd="/")
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EnvError(f"{python} cannot make an env: {exc}") from None
     out = proc.stdout.decode("utf-8", "replace").strip()

@@ -137,8 +137,10 @@ def argv(python, url, workload, concurrency, output, tokenizer="", model="", slo
 def env(base, api_key, home):
     """The benchmark's environment: the run's, the key in OPENAI_API_KEY (never argv), the hub
     offline (the tokenizer is the model directory's), HOME a directory of its own (SGLang caches
-    generated datasets under it)."""
-    child = {k: v for k, v in base.items() if k not in ("OPENAI_API_KEY", "API_KEY")}
+    generated datasets under it). No PYTHON* variable of the run reaches it (PYTHONPATH would
+    choose the code root runs), nor HF_* (the hub's, a token)."""
+    child = {k: v for k, v in base.items() if k not in ("OPENAI_API_KEY", "API_KEY")
+             and not k.startswith(("PYTHON", "HF_"))}
     child.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HOME=home,
                  PYTHONUNBUFFERED="1")
     if api_key:

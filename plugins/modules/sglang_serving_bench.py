@@ -166,9 +166,10 @@ PROBE_TIMEOUT = 300
 def can_run(python):
     """(True, None) when the env runs SGLang's benchmark, else (False, why)."""
     try:
+        # cwd "/": `-m` puts the working directory first on sys.path.
         proc = subprocess.run([python, "-m", "sglang.bench_serving", "--help"],
                               capture_output=True, check=False, timeout=PROBE_TIMEOUT,
-                              stdin=subprocess.DEVNULL,
+                              stdin=subprocess.DEVNULL, cwd="/",
                               env=workloads.env(os.environ, "", tempfile.gettempdir()))
     except (OSError, subprocess.SubprocessError) as exc:
         return False, f"{python} -m sglang.bench_serving: {exc}"
@@ -275,6 +276,13 @@ def run(p):
     runs, why = (False, "asked for the own bench (own_bench)") if p["own_bench"] \
         else can_run(p["python"])
     measured_by = "sglang.bench_serving" if runs else "own bench"
+    if not runs and w["dataset"] != "random-ids":
+        # The own bench sends random words: it would call a shared-prefix or custom workload
+        # measured when it measured another.
+        raise workloads.WorkloadError(
+            f"dataset {w['dataset']} needs SGLang's benchmark, which cannot run here ({why}); "
+            "the own bench measures random-ids only: install SGLang's dependencies in the "
+            "release's env, or prove at dataset random-ids")
     started = time.monotonic()
     if runs:
         with tempfile.TemporaryDirectory(prefix="sglang-bench-") as work:

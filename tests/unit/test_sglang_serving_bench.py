@@ -174,3 +174,15 @@ def test_a_level_that_writes_no_record_counts_every_request_failed(tmp_path):
               "slo": {}, "timeout": 30, "api_key": ""}
     level = bench.sglang_level(params, w, 2, str(tmp_path))
     assert level["errors"] == 5 and level["completed"] == 0 and "no result" in level["error"]
+
+
+@pytest.mark.parametrize("dataset", ["generated-shared-prefix", "custom"])
+def test_the_own_bench_never_stands_in_for_another_dataset(dataset):
+    """Round six: the own bench sends random words; it refuses to call a shared-prefix or custom
+    workload measured."""
+    params = {"url": "http://127.0.0.1:9", "api_key": "", "python": "/nonexistent/python",
+              "tokenizer": "", "model": "", "levels": [1], "mode": "sweep", "baseline": {},
+              "own_bench": False, "timeout": 30, "slo": {},
+              "workload": {"dataset": dataset, "dataset_path": "/srv/traffic.jsonl"}}
+    with pytest.raises(workloads.WorkloadError, match=f"dataset {dataset} needs SGLang's benchmark"):
+        bench.run(params)
