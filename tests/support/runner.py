@@ -57,22 +57,26 @@ def api(container, path, body=None, stream=False, key=True, status_only=False):
 CUT_CALLBACKS = ROOT / "tests" / "support" / "callbacks"
 
 
-def play(playbook, extravars=None, check=False, diff=False, verbosity=0, cut_after=None):
+def play(playbook, extravars=None, check=False, diff=False, verbosity=0, cut_after=None,
+         cut_at_changed=None):
     """Returns {status, failed_task, msg, changed, events, stdout, seconds (wall clock)}, and
-    with `cut_after` (a prefix of a task's name) `cut`: whether the playbook process was killed
-    right after that task ended (tests/support/callbacks/sglang_cut.py)."""
+    with `cut_after` (a prefix of a task's name) or `cut_at_changed` (n: the n-th task that
+    changed the host) `cut`: whether the playbook process was killed right after that task
+    ended (tests/support/callbacks/sglang_cut.py)."""
     data = tempfile.mkdtemp(prefix="runner-")
     started = time.monotonic()
     envvars = {k: v for k, v in os.environ.items() if k.startswith(("ANSIBLE_", "SGLANG_"))}
     mark = Path(data) / "cut"
-    if cut_after:
+    if cut_after or cut_at_changed:
         def joined(name, value, sep):
             return sep.join(filter(None, (envvars.get(name), value)))
         envvars.update(ANSIBLE_CALLBACK_PLUGINS=joined("ANSIBLE_CALLBACK_PLUGINS",
                                                        str(CUT_CALLBACKS), ":"),
                        ANSIBLE_CALLBACKS_ENABLED=joined("ANSIBLE_CALLBACKS_ENABLED",
                                                         "sglang_cut", ","),
-                       SGLANG_TEST_CUT_AFTER=cut_after, SGLANG_TEST_CUT_MARK=str(mark))
+                       SGLANG_TEST_CUT_AFTER=cut_after or "",
+                       SGLANG_TEST_CUT_AT_CHANGED=str(cut_at_changed or ""),
+                       SGLANG_TEST_CUT_MARK=str(mark))
     cmdline = " ".join(flag for flag, on in (("--check", check), ("--diff", diff)) if on)
     try:
         run = ansible_runner.run(

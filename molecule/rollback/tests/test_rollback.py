@@ -599,23 +599,25 @@ def test_an_upgrade_on_an_old_driver_names_the_driver_and_what_the_host_lacks(
 
 
 @pytest.fixture(scope="module")
-def failed_rollback(host, upgrade_old_driver, switch_offline):
-    """A rollback by hand to G whose proof fails once it is live (an SLO no release meets):
-    the host goes back to the release that served before (issue 44: rollback.yml had no
-    rescue, and left the failed target serving)."""
-    before = serving(host)
-    target = switch_offline["g_id"]
-    out = play("playbooks/rollback.yml", {"sglang_rollback_to": target,
-                                          "sglang_workload_slo": {"min_tok_s_per_user": 100000}})
-    return {"before": before, "target": target, "out": out, "current": current(host),
-            "after": serving(host), "serves": serves(host),
-            "statuses": {r: manifest(host, r)["status"] for r in (target, before[1])}}
+def failed_rollback(host, upgrade_old_driver, switch_offline, release_a):
+    """H, a good release, serves; a rollback by hand to A whose proof fails once A is live (an
+    SLO no release meets): the host goes back to H (issue 44: rollback.yml had no rescue, and
+    left the failed target serving)."""
+    seen = {"h": play("deploy.yml", {"sglang_env": {**KNOBS, "UNDO_TEST": "1"}, **ANY_SPEED})}
+    seen["before"] = serving(host)
+    target = release_a["id"]
+    seen["out"] = play("playbooks/rollback.yml", {
+        "sglang_rollback_to": target, "sglang_workload_slo": {"min_tok_s_per_user": 100000}})
+    seen.update(target=target, current=current(host), after=serving(host), serves=serves(host),
+                statuses={r: manifest(host, r)["status"] for r in (target, seen["before"][1])})
+    return seen
 
 
 def test_a_rollback_whose_target_fails_goes_back_to_the_release_that_served(failed_rollback):
     seen, target = failed_rollback, failed_rollback["target"]
+    assert seen["h"]["status"] == "successful", seen["h"]["msg"]
     back = seen["before"][1]
-    assert seen["out"]["status"] == "failed"
+    assert back != target and seen["out"]["status"] == "failed"
     assert f"The rollback to {target} failed at" in seen["out"]["msg"], seen["out"]["msg"]
     assert "no proven capacity" in seen["out"]["msg"] and f"{back}, which served" in seen["out"]["msg"]
     assert seen["current"] == back and seen["after"][1] == back and seen["after"][0] != seen["before"][0]

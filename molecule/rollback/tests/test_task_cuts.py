@@ -1,0 +1,95 @@
+"""Crash points between tasks (tests/support/task_cuts.py): a deploy, a deploy whose release
+fails and rolls back by itself, and a rollback by hand, each cut (the playbook process killed)
+right after each task that changed the host, then run again; the invariants checked after the
+cut and after the next run. `make crash-tasks` (SGLANG_TASK_CUTS=all) cuts the three at every
+such boundary; CI, to keep its time, the rollback by hand at its first and last. Runs after
+test_rollback.py (A serves)."""
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "tests"))
+from support import task_cuts  # noqa: E402
+from support.runner import ANY_SPEED, play  # noqa: E402
+
+KNOBS = {"SGLANG_STANDIN_TOK_S": "55", "SGLANG_STANDIN_TTFT_MS": "250",
+         "SGLANG_STANDIN_TOKENS_PER_CHUNK": "3", "SGLANG_STANDIN_KNEE": "8"}
+BASE = task_cuts.BASE
+
+
+def release_with(host, mark):
+    """The release whose environment carries CUT_MARK=<mark> (the one a deploy meant)."""
+    found = host.run(f"grep -l 'CUT_MARK=\"{mark}\"' {BASE}/releases/*/sglang.env").stdout.split()
+    return found[0].rsplit("/", 2)[-2] if found else None
+
+
+class Deploy:
+    """A deploy of a new release (each run its own mark); again: the same deploy."""
+
+    def __init__(self, host, failing=False):
+        self.host, self.failing, self.mark, self.good = host, failing, 0, None
+
+    def __call__(self, k, again=False):
+        if not again:
+            self.mark += 1
+            self.good = task_cuts.state(self.host)["current"]
+        env = {**KNOBS, "CUT_MARK": f"{'f' if self.failing else 'd'}{self.mark}"}
+        if self.failing:
+            env["SGLANG_STANDIN_REFUSE_FLAG"] = "enable-metrics"
+        out = play("deploy.yml", {"sglang_env": env, **ANY_SPEED,
+                                  **(task_cuts.BREAK_LOCK if again else {})}, cut_at_changed=k)
+        # A failing release rolls back to the good one that served; a good one is the target.
+        target = self.good if self.failing else release_with(self.host, env["CUT_MARK"])
+        return out, target, "failed" if self.failing else "successful"
+
+
+class Rollback:
+    """A rollback by hand between two good releases, each run to the other one."""
+
+    def __init__(self, host, pair):
+        self.host, self.pair, self.target = host, pair, None
+
+    def __call__(self, k, again=False):
+        if not again:
+            now = task_cuts.state(self.host)["current"]
+            self.target = self.pair[1] if now == self.pair[0] else self.pair[0]
+        out = play("playbooks/rollback.yml", {"sglang_rollback_to": self.target,
+                                              **(task_cuts.BREAK_LOCK if again else {})},
+                   cut_at_changed=k)
+        return out, self.target, "successful"
+
+
+@pytest.fixture(scope="module")
+def reports(host):
+    every = task_cuts.every_boundary()
+    seen = {}
+    before = task_cuts.state(host)["current"]
+    if every:
+        deploy = Deploy(host)
+        seen["deploy"] = task_cuts.enumerate_cuts(host, play, deploy, every)
+        pair = (task_cuts.state(host)["current"], release_with(host, f"d{deploy.mark - 1}"))
+    else:
+        out, other, _ends = Deploy(host)(None)  # a second good release to go back and forth
+        assert out["status"] == "successful", out["msg"]
+        pair = (before, other)
+    seen["rollback by hand"] = task_cuts.enumerate_cuts(host, play, Rollback(host, pair), every)
+    if every:
+        seen["automatic rollback"] = task_cuts.enumerate_cuts(
+            host, play, Deploy(host, failing=True), every)
+    return seen
+
+
+def test_every_cut_between_tasks_ends_on_a_proven_release(reports):
+    lines = []
+    for op, r in reports.items():
+        lines.append(f"{op}: {r['boundaries']} task boundaries, {r['states']} distinct host states "
+                     f"(after a changed task), {r['cut']} cut, {r['runs']} runs, "
+                     f"{len(r['violations'])} violations")
+        lines += [f"  {v}" for v in r["violations"]]
+    total = sum(r["cut"] for r in reports.values())
+    print("\n" + "\n".join(lines) + f"\n{total} cuts between tasks, "
+          f"{sum(len(r['violations']) for r in reports.values())} violations")
+    assert all(r["cut"] >= min(2, r["states"]) for r in reports.values()), reports
+    assert not [v for r in reports.values() for v in r["violations"]]
