@@ -37,7 +37,7 @@ def run_help(python, module="sglang.launch_server", timeout=120):
     """(help text, None) or (None, why it could not run)."""
     started = time.monotonic()
     try:
-        # cwd "/": `-m` and `-c` put the working directory first on sys.path, and a run started
+        # cwd "/": `-m` and `-c` put the working directory first on the import path, and a run started
         # in /tmp would import what any local user left there, as root.
         proc = subprocess.run([python, "-m", module, "--help"], capture_output=True, text=True,
                               timeout=timeout, check=False, cwd="/")

@@ -70,7 +70,7 @@ def python_identity(python, timeout=60):
     """'3.11 /usr/bin/python3.11' for `python` (a name on PATH or a path)."""
     found = shutil.which(python) or python
     try:
-        # cwd "/": `-c` puts the working directory first on sys.path.
+        # cwd "/": `-c` puts the working directory first on the import path.
         proc = subprocess.run([found, "-c", PYTHON_PROBE], capture_output=True, check=False,
                               timeout=timeout, stdin=subprocess.DEVNULL, cwd="/")
     except (OSError, subprocess.TimeoutExpired) as exc:

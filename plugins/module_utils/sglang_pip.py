@@ -41,7 +41,7 @@ READ_TIMEOUT = 120
 
 def _probe(python, argv):
     try:
-        # cwd "/": `-c` puts the working directory first on sys.path (a run started in /tmp
+        # cwd "/": `-c` puts the working directory first on the import path (a run started in /tmp
         # would import, as root, a json.py any local user left there).
         proc = subprocess.run([python, "-c", *argv], capture_output=True, text=True,
                               errors="replace", check=False, timeout=READ_TIMEOUT, cwd="/")

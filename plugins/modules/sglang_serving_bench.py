@@ -166,7 +166,7 @@ PROBE_TIMEOUT = 300
 def can_run(python):
     """(True, None) when the env runs SGLang's benchmark, else (False, why)."""
     try:
-        # cwd "/": `-m` puts the working directory first on sys.path.
+        # cwd "/": `-m` puts the working directory first on the import path.
         proc = subprocess.run([python, "-m", "sglang.bench_serving", "--help"],
                               capture_output=True, check=False, timeout=PROBE_TIMEOUT,
                               stdin=subprocess.DEVNULL, cwd="/",
