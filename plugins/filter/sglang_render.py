@@ -1,7 +1,10 @@
 """Turn a model profile plus the operator's overrides into what a release holds.
 
 Pure functions, unit-tested without Ansible (tests/unit/test_sglang_render.py). Every bad
-input raises AnsibleFilterError with a message that names the variable and what to change.
+input raises AnsibleFilterError with a message that names the variable and what to change;
+`sglang_input_violations` runs all those checks on the operator's inputs at once and returns
+every refusal, each with the variable, its value (a secret's never shown) and what to change
+(tests/unit/test_sglang_input_violations.py).
 """
 
 import json
@@ -10,14 +13,18 @@ import re
 
 import yaml
 from ansible.errors import AnsibleFilterError
+from ansible.plugins.test.core import version_compare
 
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import env_file_line
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_args import dashed, env_name, named, \
     not_owned, single_line
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_cache_env import unit_cache_env
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_expect import check_expect
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_fetch import sglang_fetch_plan
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_hosts import advertised_address, bracketed
-from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_values import plain
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_limits import sglang_smoke_limits
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_values import plain, truthy
 
 ACCOUNT = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 UNIT_NAME = re.compile(r"[A-Za-z0-9_.@:-]{1,200}")
@@ -438,6 +445,257 @@ def sglang_connect_host(host):
     return bracketed(host)
 
 
+# The one-pass input check: the checks above, the fetch's, the expectations' and the smoke
+# limits' run on the operator's inputs, each refusal kept (not raised) against its variable.
+# A value under a name holding key, token, secret or password (sglang_api_key, sglang_env's
+# HF_TOKEN...) is never shown, however deep; a count of tokens or a tokenizer is not a secret.
+SECRET_NAME = re.compile(r"key|token(?!s|izer)|secret|passw", re.IGNORECASE)
+REDACTED = "<redacted>"
+# What sglang_unit_check reads, one variable at a time (the unit and launch files use them).
+UNIT_SETTINGS = ("sglang_service_user", "sglang_service_group", "sglang_service_name",
+                 "sglang_base_dir", "sglang_venv", "sglang_service_cache_dir",
+                 "sglang_secrets_path", "sglang_service_limit_nofile",
+                 "sglang_service_timeout_stop", "sglang_launch_module")
+PRIVATE = re.compile(r"^/root(/|$)")
+_GIVEN = object()
+
+
+def _redacted(value, name=""):
+    """`value` with every value under a secret's name replaced, however deep."""
+    if SECRET_NAME.search(str(name)) and value not in (None, ""):
+        return REDACTED
+    if isinstance(value, dict):
+        return {key: _redacted(item, key) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_redacted(item) for item in value]
+    return value
+
+
+def _secret_texts(value, name="", hidden=False):
+    """The text of every secret in `value` (what _redacted hides), to scrub from messages."""
+    hidden = hidden or bool(SECRET_NAME.search(str(name)))
+    if isinstance(value, dict):
+        return [text for key, item in value.items() for text in _secret_texts(item, key, hidden)]
+    if isinstance(value, list):
+        return [text for item in value for text in _secret_texts(item, "", hidden)]
+    if not (hidden and isinstance(value, str) and len(value) >= 4):
+        return []
+    return [value, repr(value)[1:-1], json.dumps(value)[1:-1]]  # as messages may quote it
+
+
+def _shown(value):
+    """A value on one line of the refusal: JSON (control characters escaped), cut when long."""
+    if value is None:
+        return "unset"
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+class _Violations:
+    """The refusals of the checks run on the inputs, each kept against the variable it names."""
+
+    def __init__(self, inputs):
+        self.inputs = inputs
+        self.found = []
+        self.secrets = sorted(set(_secret_texts(inputs)), key=len, reverse=True)  # longest first
+
+    def run(self, variables, func, *args, value=_GIVEN):
+        """func(*args), or None when it refuses: the refusal is kept against the first of
+        `variables` its message starts with (else the first), with the input's value."""
+        try:
+            return own_errors(func)(*args)
+        except AnsibleFilterError as exc:
+            fix = str(exc)
+            self.add(next((v for v in variables if fix.startswith(v)), variables[0]), fix, value)
+            return None
+
+    def add(self, variable, fix, value=_GIVEN):
+        value = self.scrubbed(_redacted(self.inputs.get(variable) if value is _GIVEN else value,
+                                        variable))
+        fix = self.scrubbed(fix)
+        self.found.append({"variable": variable, "value": value, "fix": fix,
+                           "text": f"{variable} = {_shown(value)}: {fix}"})
+
+    def scrubbed(self, value):
+        """`value` with each secret's text replaced wherever it shows (a key pasted into
+        another variable, a message that quotes a value)."""
+        if isinstance(value, dict):
+            return {key: self.scrubbed(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.scrubbed(item) for item in value]
+        if isinstance(value, str):
+            for secret in self.secrets:
+                value = value.replace(secret, REDACTED)
+        return value
+
+
+def _checked_profile(checks, name, profile, profiles):
+    """The profile the other checks read: the loaded one when it is sound, else only a model
+    path (the operator's variables are checked all the same)."""
+    fallback = {"model": {"path": checks.inputs.get("sglang_model_path") or "unset"}}
+    if not isinstance(name, dict) and profiles is not None and name not in profiles:
+        checks.add("sglang_profile", f"sglang_profile {name!r} is not a profile of this role. "
+                   f"Known profiles: {', '.join(profiles)}. Add roles/sglang/profiles/<name>.yml "
+                   "or give sglang_profile as a mapping.")
+        return fallback
+    if checks.run(("sglang_profile",), sglang_profile_check, profile) is None:
+        return fallback
+    return profile
+
+
+def _checked_args(checks, profile, args_given):
+    """The server's arguments: the caller's when given, else the profile's with the inventory's
+    (the model path alone when they are refused)."""
+    inputs = checks.inputs
+    port = checks.run(("sglang_port",), _port, inputs.get("sglang_port"))
+    if args_given:
+        return dict(args_given) if isinstance(args_given, dict) else {}
+    args = checks.run(("sglang_server_args", "sglang_profile"), sglang_server_config, profile,
+                      inputs.get("sglang_server_args"), inputs.get("sglang_model_path"),
+                      inputs.get("sglang_model_revision"), inputs.get("sglang_host"),
+                      port or 30000, inputs.get("sglang_enable_metrics"))
+    return args or {"model-path": inputs.get("sglang_model_path") or profile["model"]["path"]}
+
+
+def _check_nodes(checks, nodes, batch, host, hostvars):
+    """The nodes that serve one model: NCCL variables, this host among them, the dist-init
+    port, and a rollout batch that holds them all."""
+    inputs = checks.inputs
+    group = inputs.get("sglang_nodes_group") or ""
+    checks.run(("sglang_nccl_env",), sglang_multinode, [], host, hostvars, 50000,
+               inputs.get("sglang_nccl_env"))
+    if group and nodes is None:
+        checks.add("sglang_nodes_group", f"sglang_nodes_group: the inventory has no group {group!r}; "
+                   "name the group of the hosts that serve one model, or leave it empty")
+        return
+    checks.run(("sglang_nodes_group", "sglang_dist_init_port"), sglang_multinode, nodes or [],
+               host, hostvars, inputs.get("sglang_dist_init_port"), {})
+    if group and batch is not None and [node for node in nodes if node not in batch]:
+        count = len(nodes)
+        checks.add("sglang_rollout_serial",
+                   f"The {count} nodes of {group} serve one model and must restart together: set "
+                   "sglang_rollout_serial so that they share a batch "
+                   f"(e.g. -e '{{\"sglang_rollout_serial\": [{count}]}}').")
+
+
+def _check_version(checks, profile):
+    version, least = checks.inputs.get("sglang_version"), profile.get("min_sglang_version") or "0"
+    try:
+        recent = version_compare(str(version), str(least), ">=")
+    except AnsibleFilterError as exc:
+        checks.add("sglang_version", f"sglang_version: {version!r} is not a version to compare with "
+                   f"the profile's min_sglang_version {least} ({exc}): give one like 0.5.23")
+        return
+    if not recent:
+        checks.add("sglang_version", f"sglang_version {version} is older than {least}, the first "
+                   "release that serves this profile's model: raise sglang_version.")
+
+
+def _check_pip(checks):
+    inputs = checks.inputs
+    wheelhouse = inputs.get("sglang_pip_wheelhouse")
+    if inputs.get("sglang_pip_wheelhouse_src") and not wheelhouse:
+        checks.add("sglang_pip_wheelhouse", "sglang_pip_wheelhouse_src is set; also set "
+                   "sglang_pip_wheelhouse, where it is copied on the host.")
+    checks.run(("sglang_pip_no_index",), sglang_pip_args, inputs.get("sglang_pip_index_url"),
+               inputs.get("sglang_pip_extra_index_urls"), wheelhouse,
+               truthy(inputs.get("sglang_pip_no_index")))
+
+
+def _check_expectations(checks, profile):
+    """sglang_expect over the profile's, and the smoke limits (each variable, else the
+    profile's smoke figure, as the smoke test reads them)."""
+    inputs = checks.inputs
+    merged = checks.run(("sglang_expect",), sglang_expect_merge, profile, inputs.get("sglang_expect"))
+    if merged is not None:
+        checks.run(("sglang_expect",), check_expect, merged)
+    smoke = profile.get("smoke") or {}
+    floor = inputs.get("sglang_smoke_min_decode_tok_s") or smoke.get("min_decode_tok_s")
+    ceiling = inputs.get("sglang_smoke_max_ttft_ms") or smoke.get("max_ttft_ms")
+    tolerance = inputs.get("sglang_smoke_regression_tolerance")
+    checks.run(("sglang_smoke_min_decode_tok_s",), sglang_smoke_limits, floor, None, 0.1,
+               value=floor)
+    checks.run(("sglang_smoke_max_ttft_ms",), sglang_smoke_limits, None, ceiling, 0.1,
+               value=ceiling)
+    checks.run(("sglang_smoke_regression_tolerance",), sglang_smoke_limits, None, None, tolerance)
+
+
+def _check_unit(checks, args):
+    """What lands in the unit, the env file and launch, and who may read what it names."""
+    inputs = checks.inputs
+    checks.run(("sglang_service_hardening", "sglang_service_read_write_paths"),
+               sglang_unit_hardening, inputs.get("sglang_service_hardening"), [],
+               inputs.get("sglang_service_cache_dir"), inputs.get("sglang_service_read_write_paths"))
+    for name in UNIT_SETTINGS:
+        checks.run((name,), sglang_unit_check, {name: inputs.get(name)})
+    user = inputs.get("sglang_service_user")
+    private = [str(path) for path in (inputs.get("sglang_venv"), args.get("model-path"),
+                                      inputs.get("sglang_base_dir")) if PRIVATE.match(str(path))]
+    if user != "root" and private:
+        checks.add("sglang_service_user", f"sglang_service_user {user} cannot enter /root, where "
+                   f"{', '.join(private)} live: move sglang_venv / sglang_model_path / "
+                   "sglang_base_dir out of /root (e.g. /opt/ml-env) or run as root.")
+
+
+def _check_keys(checks):
+    """Each key alone (its own refusal), then the two together."""
+    api, admin = checks.inputs.get("sglang_api_key"), checks.inputs.get("sglang_admin_api_key")
+    alone = [checks.run(("sglang_api_key",), sglang_secrets_json, api, ""),
+             checks.run(("sglang_admin_api_key",), sglang_secrets_json, "", admin)]
+    if None not in alone:
+        checks.run(("sglang_admin_api_key",), sglang_secrets_json, api, admin)
+
+
+def sglang_input_violations(inputs, profile=None, profiles=None, args_given=None, nodes=None,
+                            batch=None, host="", hostvars=None):
+    """Every check of the operator's inputs, run at once before anything uses them: {ok,
+    violations}, each violation {variable, value, fix, text} (text: the line that says all three).
+
+    The checks are the filters' own (sglang_profile_check, sglang_server_config, sglang_env_merge,
+    sglang_multinode, sglang_fetch_plan, sglang_pip_args, sglang_expect_check,
+    sglang_smoke_limits, sglang_unit_hardening, sglang_unit_check, sglang_secrets_json), each
+    refusal caught and kept against the variable its message names, and the role's rules on the
+    profile name, the sglang version, the rollout batch, the wheelhouse and the service user.
+    A secret's value (a name holding key, token, secret or password, however deep) is shown as
+    <redacted>, and scrubbed from the messages.
+
+    Args:
+        inputs: the role variables the checks read, by name: {sglang_profile, sglang_port,
+            sglang_server_args, sglang_env, sglang_api_key, ...}, as the role's
+            inputs/render_args.yml passes them.
+        profile: the profile as loaded: sglang_profile when it is a mapping, else
+            roles/sglang/profiles/<sglang_profile>.yml read as YAML (none when there is no
+            such file).
+        profiles: the names of the role's profiles (none: the name is not checked).
+        args_given: the server's arguments when the caller gives them (a tuner's candidate, an
+            upgrade's serving release): sglang_server_args is then not rendered nor checked.
+        nodes: the hosts of sglang_nodes_group in inventory order (empty for one host; none when
+            the inventory has no such group).
+        batch: the hosts of this rollout batch (ansible_play_batch; none: not checked).
+        host: this host's inventory name (inventory_hostname).
+        hostvars: Ansible's hostvars, for rank 0's sglang_advertise_host or ansible_host.
+    """
+    inputs = plain(inputs)
+    if not isinstance(inputs, dict):
+        raise AnsibleFilterError("sglang_input_violations takes a mapping of variable names to values")
+    checks = _Violations(inputs)
+    profile = _checked_profile(checks, inputs.get("sglang_profile"), plain(profile),
+                               None if profiles is None else plain(profiles))
+    args = _checked_args(checks, profile, plain(args_given))
+    env = checks.run(("sglang_env", "sglang_profile"), sglang_env_merge, profile,
+                     inputs.get("sglang_env"))
+    _check_nodes(checks, plain(nodes), None if batch is None else plain(batch), host, hostvars)
+    checks.run(("sglang_model_fetch", "sglang_model_path", "sglang_model_revision"),
+               sglang_fetch_plan, inputs.get("sglang_model_fetch"), inputs.get("sglang_model_path"),
+               inputs.get("sglang_model_revision"), env or {})
+    _check_version(checks, profile)
+    _check_pip(checks)
+    _check_expectations(checks, profile)
+    _check_unit(checks, args)
+    _check_keys(checks)
+    return {"ok": not checks.found, "violations": checks.found}
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -453,4 +711,5 @@ class FilterModule:
             "sglang_unit_check": own_errors(sglang_unit_check),
             "sglang_secrets_json": own_errors(sglang_secrets_json),
             "sglang_multinode": own_errors(sglang_multinode),
+            "sglang_input_violations": own_errors(sglang_input_violations),
         }

@@ -1,13 +1,12 @@
 """What the running server resolved, against the preflight prediction and the expectations;
 smoke-test gates and the bandwidth ceiling. Pure functions, tested in tests/unit."""
 
-import math
-
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_effective import sglang_effective
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_expect import check_expect, speculative_diffs
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_limits import sglang_smoke_limits
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_values import positive
 
 
@@ -93,37 +92,6 @@ REGRESSION_KEYS = {"decode_tok_s_per_user": "higher", "output_tok_s": "higher",
 def _level(smoke, concurrency):
     return next((lv for lv in (smoke or {}).get("levels", []) if lv["concurrency"] == concurrency),
                 None)
-
-
-def _limit(value, variable, unit, optional=True):
-    if optional and value in (None, ""):
-        return None
-    if isinstance(value, bool):
-        value = "true" if value else "false"
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = None
-    if number is None or not math.isfinite(number) or number < 0:
-        raise AnsibleFilterError(
-            f"{variable}: {value!r} is not a number of {unit}; give one like "
-            + ("45, or null for none" if optional else "0.10"))
-    return number
-
-
-def sglang_smoke_limits(min_decode_tok_s=None, max_ttft_ms=None, tolerance=0.10):
-    """(floor, TTFT ceiling, tolerance) as numbers; a message naming the variable otherwise.
-
-    Args:
-        min_decode_tok_s: sglang_smoke_min_decode_tok_s, else the profile's
-            smoke.min_decode_tok_s: tok/s per user (null or empty: no floor).
-        max_ttft_ms: sglang_smoke_max_ttft_ms, else the profile's smoke.max_ttft_ms:
-            milliseconds (null or empty: no cap).
-        tolerance: sglang_smoke_regression_tolerance: a fraction, never null.
-    """
-    return (_limit(min_decode_tok_s, "sglang_smoke_min_decode_tok_s", "tokens/s"),
-            _limit(max_ttft_ms, "sglang_smoke_max_ttft_ms", "milliseconds"),
-            _limit(tolerance, "sglang_smoke_regression_tolerance", "a fraction", optional=False))
 
 
 def sglang_smoke_gate(smoke, min_decode_tok_s=None, max_ttft_ms=None, baseline=None,

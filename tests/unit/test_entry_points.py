@@ -81,6 +81,26 @@ def test_a_well_typed_variable_passes_the_same_spec(tmp_path, playbook, entry_po
     assert result.get("unreachable"), (name, result.get("msg"))
 
 
+def test_three_bad_inputs_are_refused_in_one_run_each_on_its_own_line(tmp_path):
+    """Issue 46: one assert checks every input on the controller, before the host is reached,
+    and prints each violation (the variable, its value, what to change); a key never shows."""
+    key = "not-a-key-Zq9"  # too short: refused, its value never printed
+    tasks = run_playbook(tmp_path, "deploy.yml", {
+        "sglang_port": 70000, "sglang_api_key": key, "sglang_expect": {"decode_cuda_graph": "maybe"}})
+    name, result = first_failure(tasks)
+    assert name.endswith("Refuse inputs the role cannot use, all of them at once"), name
+    lines = result["msg"].splitlines()
+    assert lines[0] == "Refused before any change on unreachable-host: 3 input(s) to change:", lines
+    assert lines[1] == "- sglang_port = 70000: sglang_port: 70000 is not a TCP port (1-65535)"
+    assert lines[2].startswith('- sglang_expect = {"decode_cuda_graph": "maybe"}: '
+                               "sglang_expect.decode_cuda_graph: 'maybe' is not one of "
+                               "required, auto, off"), lines[2]
+    assert lines[3].startswith('- sglang_api_key = "<redacted>": sglang_api_key: must be a token '
+                               "of 16-512 characters"), lines[3]
+    assert len(lines) == 4, lines
+    assert key not in json.dumps(tasks)
+
+
 PLAYBOOKS = [playbook for playbook, _ in ENTRY_POINTS] + ["playbooks/upgrade.yml",
                                                           "playbooks/tune.yml"]
 
