@@ -16,8 +16,8 @@ DEMO_HOST ?= sglang-demo
 IMAGE ?= localhost/sglang-deploy-host:bookworm
 
 .PHONY: setup host-packages image wheelhouse-full check check-steps lint sanity collection \
-  collection-test unit unit-all unit-check crash integration bench bench-resolve molecule test test-steps test-serial demo \
-  demo-clean
+  collection-test unit unit-all unit-check crash crash-tasks integration bench bench-resolve molecule test test-steps test-serial demo \
+  demo-clean ee
 
 # The controller's tools in a venv (requirements.txt): no root.
 setup: $(VENV)/.installed
@@ -64,6 +64,13 @@ collection: setup
 sanity: collection
 	bash scripts/sanity.sh
 
+# The execution environment for AWX / Automation Controller (execution-environment.yml,
+# docs/awx.md): `ansible-builder create` writes its build context into a temporary directory,
+# with no container engine; ansible-builder (pinned in scripts/ee-check.sh) in a venv cached
+# outside the clone, keyed by its version.
+ee: collection
+	bash scripts/ee-check.sh
+
 # Installed with ansible-galaxy into a temporary path and used from another directory.
 collection-test: collection
 	bash scripts/test-collection.sh dist/sglang-deploy-$$(python -c 'import yaml; print(yaml.safe_load(open("galaxy.yml"))["version"])').tar.gz
@@ -77,6 +84,12 @@ unit-check: setup
 # ENOSPC and EROFS, then the next run: the invariants of docs/design.md#the-switch, summarised.
 crash: setup
 	python tests/support/crash_points.py
+
+# Every crash point between two tasks (tests/support/task_cuts.py): a deploy, the automatic
+# rollback and a rollback by hand, each cut right after every task that changed the host, then
+# run again (molecule rollback, SGLANG_TASK_CUTS=all; long: two runs per boundary).
+crash-tasks: setup image
+	SGLANG_TASK_CUTS=all molecule test -s rollback
 
 # Every unit test, every example (the `full` profile), the downloads included.
 unit: setup
@@ -120,7 +133,7 @@ test-steps: setup
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-serial molecule
 
 test-serial: setup
-	$(MAKE) --no-print-directory -j1 lint sanity collection-test unit-all crash integration bench
+	$(MAKE) --no-print-directory -j1 lint sanity collection-test ee unit-all crash integration bench
 
 demo: setup image
 	bash scripts/build-wheelhouse.sh >/dev/null
