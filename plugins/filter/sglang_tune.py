@@ -4,6 +4,12 @@ tests/unit/test_sglang_tune.py; the tasks of roles/sglang_tune only wire them.
 
 The search: one knob at a time from the incumbent (the best release so far); a candidate
 becomes the incumbent only when it beats it by more than the measured noise.
+
+The measure: SGLang's serving benchmark (the sglang_serving_bench module) at the deploy's
+workload and SLOs (sglang_workload, sglang_workload_slo), at the tuner's levels: the objective's
+concurrency and the levels below it. A result counts with no failed request and a proven
+capacity; it ranks by that capacity first (higher wins), then by its score: the objective's
+figure at the objective's level from the requests within the SLOs (goodput).
 """
 
 import hashlib
@@ -37,13 +43,17 @@ def sglang_tune_plan(spec, base_args, base_env=None):
 
     spec: {space: {args: {name: [values]}, env: {NAME: [values]}}, constraints: [...],
            objective: {metric, concurrency, ttft_p99_ms_max}, max_restarts, max_wall_s,
-           noise_repeats, min_gain, finalists}
-    Every refusal names the variable and what to change, before anything restarts.
+           noise_repeats, min_gain, finalists, workload, slo, workload_levels}
+    Every refusal names the variable and what to change, before anything restarts. The plan's
+    `levels` are the tuner's: the objective's concurrency and the levels below it of
+    workload_levels (else 1, 2, 4, ...); its `basis` (workload, SLOs, levels, objective) is part
+    of every candidate's key, so that a result measured otherwise is never resumed.
 
     Args:
         spec: the tuning settings, shaped as above: the space and constraints
             (sglang_tune_space, sglang_tune_constraints, else the profile's tune:),
-            sglang_tune_objective and the sglang_tune_* budget.
+            sglang_tune_objective, the sglang_tune_* budget, and the workload measured
+            (sglang_workload, sglang_workload_slo, sglang_workload_levels).
         base_args: the server arguments the sweep starts from (__sglang_server_config), for
             the grid size.
         base_env: the server's environment the sweep starts from (__sglang_server_env), for
@@ -56,15 +66,40 @@ def sglang_tune_plan(spec, base_args, base_env=None):
     objective = _plan_objective(spec.get("objective") or {})
     budget = {name: _plan_count(name, spec.get(name), low) for name, low in BUDGET_MINIMUMS}
     min_gain = _plan_min_gain(spec.get("min_gain", 0.02))
+    levels = _plan_levels(spec.get("workload_levels") or [], objective["concurrency"])
     base_env = {str(k): str(v) for k, v in (base_env or {}).items()}
+    basis = {"workload": spec.get("workload") or {}, "slo": spec.get("slo") or {},
+             "levels": levels, "objective": objective}
     return {
         "knobs": knobs,
         "constraints": constraints,
         "objective": objective,
         "min_gain": min_gain,
+        "levels": levels,
+        "basis": json.loads(_canon(basis)),
         "grid_size": sglang_tune_grid_size(knobs, dict(base_args or {}), base_env),
         **budget,
     }
+
+
+# The tuner's levels below the objective's when sglang_workload_levels gives none.
+DOUBLINGS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+
+def _plan_levels(given, concurrency):
+    """The levels every candidate is measured at: those of sglang_workload_levels below the
+    objective's concurrency (else 1, 2, 4, ... below it), then the objective's own."""
+    if not isinstance(given, list):
+        _fail("sglang_workload_levels must be a list of concurrency levels")
+    levels = []
+    for level in given:
+        if isinstance(level, str) and level.strip().isdigit():
+            level = int(level)
+        if not _is_int(level) or level < 1:
+            _fail(f"sglang_workload_levels: {level!r} is not a concurrency level (an integer >= 1)")
+        levels.append(level)
+    below = sorted({lv for lv in levels or DOUBLINGS if lv < concurrency})
+    return below + [concurrency]
 
 
 def _plan_knobs(space):
@@ -141,7 +176,7 @@ def _plan_constraint(i, rule, tuned):
 
 def _plan_objective(objective):
     """sglang_tune_objective with its defaults: {metric, concurrency, ttft_p99_ms_max}."""
-    metric = objective.get("metric", "decode_tok_s_per_user")
+    metric = objective.get("metric", "output_tok_s")
     if metric not in METRICS:
         _fail(f"sglang_tune_objective.metric '{metric}' is not one of {', '.join(METRICS)}")
     concurrency = objective.get("concurrency", 1)
@@ -218,10 +253,12 @@ def _normal(args):
 
 
 @own_errors
-def sglang_tune_key(candidate, sglang_version, host):
-    """What makes two measurements the same: the SGLang version, the host, args and env."""
+def sglang_tune_key(candidate, sglang_version, host, basis=None):
+    """What makes two measurements the same: the SGLang version, the host, args and env, and
+    what they were measured at (the plan's basis: workload, SLOs, levels, objective)."""
     blob = _canon({"sglang": str(sglang_version), "host": str(host),
-                   "args": _normal(candidate["args"]), "env": candidate["env"]})
+                   "args": _normal(candidate["args"]), "env": candidate["env"],
+                   "basis": basis or {}})
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -269,7 +306,7 @@ def sglang_tune_candidate(plan, args, env, changes, sglang_version, host):
     label = ", ".join(f"{k}={_show(v)}" for k, v in changes.items()) or "starting configuration"
     candidate = {"id": label, "changes": dict(changes), "derived": derived,
                  "args": args, "env": env}
-    candidate["key"] = sglang_tune_key(candidate, sglang_version, host)
+    candidate["key"] = sglang_tune_key(candidate, sglang_version, host, plan.get("basis"))
     return candidate
 
 
@@ -318,75 +355,168 @@ def sglang_tune_knob_candidates(plan, incumbent, knob_name, known_keys, sglang_v
     return out
 
 
+# What the objective's metric reads in a level of the serving benchmark.
+FIGURES = {"output_tok_s": "output_tok_s", "decode_tok_s_per_user": "tok_s_per_user"}
+
+
+def _failed(levels):
+    """The failed requests of a measurement, as a reason (empty when none failed), with what
+    the benchmark said when it wrote no result."""
+    said = []
+    for lv in levels:
+        if lv.get("errors"):
+            why = f" ({str(lv['error'])[:200]})" if lv.get("error") else ""
+            said.append(f"{lv['errors']} of {lv.get('requests', '?')} requests failed at "
+                        f"concurrency {lv.get('concurrency')}{why}")
+    return "; ".join(said)
+
+
+def _capacity(levels, concurrency):
+    """(the tuner's proven capacity, why not): the highest level up to the objective's that met
+    every SLO with every level measured below it met, as the serving benchmark judges it."""
+    proven = None
+    for level in sorted((lv for lv in levels if lv.get("concurrency", 0) <= concurrency),
+                        key=lambda lv: lv["concurrency"]):
+        if not level.get("met"):
+            why = "; ".join(level.get("misses") or []) or "its SLOs not met"
+            return proven, f"concurrency {level['concurrency']} missed: {why}"
+        proven = level["concurrency"]
+    return proven, "" if proven else "no level measured"
+
+
+def _share(level):
+    """The share of the level's requests within the SLOs: the benchmark's count (SGLang's
+    --goodput), else every request when the level met every SLO and none when it did not (the
+    own bench counts no request against them)."""
+    counted = level.get("slo_attainment")
+    if _is_number(counted):
+        return max(0.0, min(1.0, float(counted)))
+    return 1.0 if level.get("met") else 0.0
+
+
+def _over_ceiling(level, objective):
+    """Why the level's TTFT p99 does not meet the objective's ceiling (empty when it does or
+    there is none): one not measured does not."""
+    ceiling = objective.get("ttft_p99_ms_max")
+    ttft = (level.get("ttft_ms") or {}).get("p99")
+    if ceiling is None or (_is_number(ttft) and ttft <= ceiling):
+        return ""
+    return (f"TTFT p99 {_fmt(ttft)} ms at concurrency {objective['concurrency']} is above the "
+            f"ceiling {ceiling}")
+
+
+def _score_one(proof, objective):
+    """sglang_tune_score of one measurement."""
+    levels = [lv for lv in (proof or {}).get("levels") or [] if isinstance(lv, dict)]
+    concurrency = objective["concurrency"]
+    level = next((lv for lv in levels if lv.get("concurrency") == concurrency), None)
+    out = {"score": None, "capacity": None, "level": level or {},
+           "accept_length": (level or {}).get("accept_length")}
+    if level is None:
+        return dict(out, reason=f"no level at concurrency {concurrency}")
+    failed = _failed(levels)
+    if failed:
+        return dict(out, reason=failed)
+    capacity, why = _capacity(levels, concurrency)
+    out["capacity"] = capacity
+    if capacity is None:
+        return dict(out, reason=f"no proven capacity ({why})")
+    over = _over_ceiling(level, objective)
+    if over:
+        return dict(out, reason=over)
+    value = level.get(FIGURES[objective["metric"]])
+    if not _is_number(value) or value <= 0:
+        return dict(out, reason=f"no {objective['metric']} measured at concurrency {concurrency}")
+    # A counted result keeps why its capacity stops there (a level that missed), if one did.
+    return dict(out, score=round(float(value) * _share(level), 2), reason=why)
+
+
 @own_errors
-def sglang_tune_score(smoke, objective):
-    """The objective's figure from one smoke result, or None with the reason it does not count.
+def sglang_tune_score(proof, objective):
+    """The proven capacity and the score of a measurement at the workload, or a score of None
+    with the reason it does not count (a failed request, no proven capacity, TTFT p99 above the
+    ceiling).
+
+    The capacity is the highest of the tuner's levels (up to the objective's concurrency) that
+    met every SLO with every one below it met; the score is the objective's figure at its level
+    (output tok/s, or tok/s per user) times the share of its requests within the SLOs: goodput.
+    Several measurements of one release (the noise's) give the best of them, with each one's
+    score in `runs`.
 
     Args:
-        smoke: what sglang_smoke measured for one candidate.
+        proof: what sglang_serving_bench measured for one release (its levels), or a list of
+            such measurements of one release.
         objective: the plan's objective: the metric, the concurrency level it is read at, the
             TTFT ceiling.
     """
-    level = next((lv for lv in (smoke or {}).get("levels") or []
-                  if lv.get("concurrency") == objective["concurrency"]), None)
-    if level is None:
-        return {"score": None, "reason": f"no level at concurrency {objective['concurrency']}"}
-    if level.get("requests_failed"):
-        return {"score": None, "reason": f"{level['requests_failed']} requests failed"}
-    ceiling = objective.get("ttft_p99_ms_max")
-    if ceiling is not None and (level.get("ttft_ms_p99") or 0) > ceiling:
-        return {"score": None,
-                "reason": f"TTFT p99 {level.get('ttft_ms_p99')} ms is above the ceiling {ceiling}"}
-    value = level.get(objective["metric"])
-    if not isinstance(value, (int, float)) or value <= 0:
-        return {"score": None, "reason": f"no {objective['metric']} measured"}
-    return {"score": float(value), "reason": ""}
+    if isinstance(proof, list):
+        scored = [_score_one(one, objective) for one in proof]
+        counted = [one for one in scored if one["score"] is not None]
+        best = max(counted, key=_rank) if counted else (scored or [_score_one({}, objective)])[-1]
+        return dict(best, runs=[one["score"] for one in scored])
+    return _score_one(proof, objective)
 
 
 @own_errors
 def sglang_tune_noise(scores, min_gain):
-    """Relative noise from repeated measurements of one release: the spread over the mean,
-    never below min_gain (a gain smaller than that is not worth a change).
+    """Relative noise from repeated measurements of one release: the spread of their scores
+    over the mean, never below min_gain (a gain smaller than that is not worth a change).
 
     Args:
-        scores: the starting release's scores, one per repeated measurement (sglang_tune_score
-            of each); at least two numbers, others are dropped.
+        scores: the starting release's scores, one per repeated measurement (the `runs` of
+            sglang_tune_score); at least two numbers, others are dropped.
         min_gain: the plan's min_gain (sglang_tune_min_gain), a fraction: the least noise.
     """
-    values = [float(s) for s in scores if isinstance(s, (int, float))]
+    values = [float(s) for s in scores if _is_number(s)]
     if len(values) < 2:
         _fail("sglang_tune_noise: the incumbent must be measured at least twice "
               "(sglang_tune_noise_repeats >= 2) and every measurement must count")
     mean = sum(values) / len(values)
-    spread = (max(values) - min(values)) / mean if mean > 0 else math.inf
+    if max(values) == min(values):
+        spread = 0.0
+    else:
+        spread = (max(values) - min(values)) / mean if mean > 0 else math.inf
     return round(max(float(min_gain), spread), 4)
 
 
+def _rank(result, final=False):
+    """A result's place, higher first: (its proven capacity, its score); no score is last."""
+    score = result.get("final_score" if final else "score")
+    if not _is_number(score):
+        return (-1, 0.0)
+    return (result.get("final_capacity" if final else "capacity") or 0, float(score))
+
+
 @own_errors
-def sglang_tune_beats(score, incumbent_score, noise):
-    """True only when score is above the incumbent's by more than the noise."""
-    if score is None or incumbent_score is None:
+def sglang_tune_beats(result, incumbent, noise, final=False):
+    """True only when the result ranks above the incumbent: a higher proven capacity, or the
+    same capacity and a score above the incumbent's by more than the noise. `final` compares
+    the finalists' second figures (final_capacity, final_score) where they have them."""
+    mine, theirs = _rank(result, final), _rank(incumbent, final and "final_score" in incumbent)
+    if mine[0] < 0 or theirs[0] < 0:
         return False
-    return float(score) > float(incumbent_score) * (1.0 + float(noise))
+    if mine[0] != theirs[0]:
+        return mine[0] > theirs[0]
+    return mine[1] > theirs[1] * (1.0 + float(noise))
 
 
 @own_errors
 def sglang_tune_best(results, incumbent, noise):
     """The new incumbent among the results of one knob: the best one that beats the incumbent
-    beyond noise, else the incumbent.
+    beyond noise (capacity first, then score), else the incumbent.
 
     Args:
-        results: the results of this knob's candidates (each with its verdict and score); only
-            measured ones count.
-        incumbent: the incumbent before this knob, a result with its score.
+        results: the results of this knob's candidates (each with its verdict, capacity and
+            score); only measured ones count.
+        incumbent: the incumbent before this knob, a result with its capacity and score.
         noise: the relative noise (sglang_tune_noise's answer).
     """
     best = incumbent
     for result in results:
         if result.get("verdict") != "measured":
             continue
-        if sglang_tune_beats(result.get("score"), incumbent.get("score"), noise) and (
-                best is incumbent or result["score"] > best["score"]):
+        if sglang_tune_beats(result, incumbent, noise) and (
+                best is incumbent or _rank(result) > _rank(best)):
             best = result
     return best
 
@@ -413,7 +543,8 @@ def sglang_tune_budget(restarts, started_at, now, max_restarts, max_wall_s, need
 
 @own_errors
 def sglang_tune_finalists(results, count):
-    """The `count` best measured results (distinct configurations), best first.
+    """The `count` best measured results (distinct configurations), best first: the highest
+    proven capacity, then the highest score.
 
     Args:
         results: every result of the sweep so far; those measured (or the incumbent) with a
@@ -421,8 +552,8 @@ def sglang_tune_finalists(results, count):
         count: how many to keep: the plan's finalists (sglang_tune_finalists).
     """
     good = [r for r in results if r.get("verdict") in ("measured", "incumbent")
-            and isinstance(r.get("score"), (int, float)) and r.get("release")]
-    good.sort(key=lambda r: -r["score"])
+            and _is_number(r.get("score")) and r.get("release")]
+    good.sort(key=_rank, reverse=True)
     out, keys = [], set()
     for result in good:
         if result["key"] not in keys:
@@ -433,24 +564,25 @@ def sglang_tune_finalists(results, count):
 
 @own_errors
 def sglang_tune_winner(finalists, start, noise):
-    """The finalist whose longer measurement beats the starting release beyond noise, else the
-    start. Among finalists within noise of the best, the one with the fewest changes wins: a
-    change must earn its place. Each finalist carries `final_score`.
+    """The finalist whose second measurement beats the starting release (a higher capacity, or
+    the same and a score beyond noise), else the start. Among finalists of the best capacity
+    within noise of the best score, the one with the fewest changes wins: a change must earn
+    its place. Each finalist carries `final_capacity` and `final_score`.
 
     Args:
-        finalists: the finalists after their longer measurement, each with its final_score.
-        start: the starting release's result (its key and score).
+        finalists: the finalists after their second measurement, each with its final_capacity
+            and final_score.
+        start: the starting release's result (its key, capacity and score).
         noise: the relative noise (sglang_tune_noise's answer).
     """
     start_final = next((f for f in finalists if f["key"] == start["key"]), start)
-    base = start_final.get("final_score", start_final.get("score"))
     better = [f for f in finalists if f["key"] != start["key"]
-              and sglang_tune_beats(f.get("final_score"), base, noise)]
+              and sglang_tune_beats(f, start_final, noise, final=True)]
     if not better:
         return start_final
-    top = max(f["final_score"] for f in better)
-    close = [f for f in better if not sglang_tune_beats(top, f["final_score"], noise)]
-    return min(close, key=lambda f: (len(f.get("changes") or {}), -f["final_score"]))
+    top = max(better, key=lambda f: _rank(f, True))
+    close = [f for f in better if not sglang_tune_beats(top, f, noise, final=True)]
+    return min(close, key=lambda f: (len(f.get("changes") or {}), -_rank(f, True)[1]))
 
 
 def _fmt(value, digits=1):
@@ -469,35 +601,41 @@ def _verdict(result, winner_key):
 
 
 def _leaderboard_row(result, winner_key):
-    """One result as the leaderboard's columns."""
+    """One result as the leaderboard's columns: its figures at the objective's level."""
     level = result.get("level") or {}
     derived = result.get("derived") or {}
+    ttft, itl = level.get("ttft_ms") or {}, level.get("itl_ms") or {}
     return (
         result.get("release") or "-",
         result.get("id", "?"),
         ", ".join(f"{k}={_show(v)}" for k, v in derived.items()) or "-",
-        _fmt(level.get("ttft_ms_p50")), _fmt(level.get("tpot_ms_p50"), 2),
-        _fmt(level.get("decode_tok_s_per_user")), _fmt(level.get("output_tok_s")),
-        _fmt(result.get("accept_length"), 2), _verdict(result, winner_key))
+        _fmt(result.get("capacity")),
+        _fmt(ttft.get("p50")), _fmt(ttft.get("p99")), _fmt(itl.get("p50"), 2),
+        _fmt(level.get("tok_s_per_user")), _fmt(level.get("output_tok_s")),
+        _fmt(result.get("score")), _fmt(result.get("accept_length"), 2),
+        _verdict(result, winner_key))
 
 
 @own_errors
 def sglang_tune_leaderboard(results, objective, winner_key=None):
-    """Lines of the leaderboard: best score first, then the ones without a score.
+    """Lines of the leaderboard: the highest capacity and score first, then the ones without a
+    score.
 
     Args:
         results: every result of the sweep, whatever its verdict.
         objective: the plan's objective {metric, concurrency, ttft_p99_ms_max}, the first line.
         winner_key: the key of the winner, whose row says WINNER (none: no row does).
     """
-    rows = sorted(results, key=lambda r: (r.get("score") is None, -(r.get("score") or 0)))
-    header = ("candidate", "changed", "resolved", "TTFT ms", "TPOT ms", "tok/s/user",
-              "out tok/s", "accept", "verdict")
+    rows = sorted(results, key=_rank, reverse=True)
+    header = ("candidate", "changed", "resolved", "capacity", "TTFT p50", "TTFT p99", "ITL p50",
+              "tok/s/user", "out tok/s", "score", "accept", "verdict")
     table = [header, *(_leaderboard_row(r, winner_key) for r in rows)]
     widths = [max(len(str(row[i])) for row in table) for i in range(len(header) - 1)]
-    lines = ["objective: " + objective["metric"] + f" at concurrency {objective['concurrency']}"
+    lines = [f"objective: the proven capacity up to concurrency {objective['concurrency']} at the "
+             f"workload's SLOs, then the score: {objective['metric']} at concurrency "
+             f"{objective['concurrency']} of the requests within the SLOs"
              + (f", TTFT p99 <= {objective['ttft_p99_ms_max']} ms"
-                if objective.get("ttft_p99_ms_max") else "")]
+                if objective.get("ttft_p99_ms_max") else "") + " (times in ms)"]
     for row in table:
         lines.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths)) + "  " + row[-1])
     return lines

@@ -1,19 +1,22 @@
 #!/usr/bin/python
 # Copyright: sglang-deploy contributors
 # SPDX-License-Identifier: Apache-2.0
-"""Draw the finalists of a tuning sweep: tok/s per user and output tok/s against concurrency."""
+"""Draw the finalists of a tuning sweep: tok/s per user and output tok/s against concurrency,
+as the serving benchmark measured them."""
 
 DOCUMENTATION = r"""
 module: sglang_tune_chart
 short_description: Save a PNG chart of the finalists of playbooks/tune.yml
 description:
-  - Two panels, decode tok/s per user and output tok/s against concurrency, one line per
-    finalist. Runs on the controller (delegate_to localhost) with matplotlib
-    (requirements.txt); the file is rewritten only when its content changes.
+  - Two panels, tok/s per user and output tok/s against concurrency, one line per finalist,
+    as the serving benchmark (sglang_serving_bench) measured them at the workload. Runs on the
+    controller (delegate_to localhost) with matplotlib (requirements.txt); the file is
+    rewritten only when its content changes.
 options:
   finalists:
     description:
-      - "Finalists, each with C(id), C(release) and C(final_levels) (smoke levels)."
+      - "Finalists, each with C(id), C(release) and C(final_levels): the levels of
+        sglang_serving_bench, each with C(concurrency), C(tok_s_per_user) and C(output_tok_s)."
       - At most 64 finalists of at most 1,000 levels each (a chart, not a data dump); an id is
         drawn with its first 60 characters.
     type: list
@@ -96,7 +99,7 @@ def draw(finalists, title):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), dpi=80)
-    for ax, metric, label in ((axes[0], "decode_tok_s_per_user", "tok/s per user"),
+    for ax, metric, label in ((axes[0], "tok_s_per_user", "tok/s per user"),
                               (axes[1], "output_tok_s", "output tok/s")):
         for fin in finalists:
             xs, ys = series(fin, metric)

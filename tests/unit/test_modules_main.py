@@ -323,8 +323,8 @@ def test_router_worker_ready_fails_for_a_missing_worker(router):
 
 def test_tune_chart_draws_once_and_rewrites_only_on_change(tmp_path):
     finalists = [{"id": "start", "final_levels": [
-        {"concurrency": 1, "decode_tok_s_per_user": 78.2, "output_tok_s": 78.2},
-        {"concurrency": 4, "decode_tok_s_per_user": 60.0, "output_tok_s": 240.0}]}]
+        {"concurrency": 1, "tok_s_per_user": 78.2, "output_tok_s": 78.2},
+        {"concurrency": 4, "tok_s_per_user": 60.0, "output_tok_s": 240.0}]}]
     dest = str(tmp_path / "tune.png")
     result, code = run("sglang_tune_chart", {"finalists": finalists, "dest": dest})
     assert code == 0 and result["changed"] and result["lines"] == 1

@@ -1,5 +1,7 @@
 """The tuner's search (the collection's plugins/filter/sglang_tune.py), driven the way roles/sglang_tune/tasks/*.yml
-drive it, against the stand-in's performance model (tests/standin/sglang_standin/perf.py)."""
+drive it, against the stand-in's performance model (tests/standin/sglang_standin/perf.py). Each
+measurement is shaped as sglang_serving_bench returns it (levels with ttft_ms {p50, p90, p99},
+tok_s_per_user, output_tok_s, errors, met, misses, slo_attainment)."""
 
 import pytest
 import yaml
@@ -15,7 +17,7 @@ PROFILE = yaml.safe_load(open(  # noqa: SIM115 - a test reads the shipped profil
 ARGS = {**PROFILE["args"], "model-path": "/m"}
 SPACE = {"args": {"speculative-num-steps": [1, 2, 3, 4], "attention-backend": ["triton", "fa3"],
                   "disable-cuda-graph": [False, True], "cuda-graph-max-bs": [8]}}
-OBJ = {"metric": "decode_tok_s_per_user", "concurrency": 1}
+OBJ = {"metric": "output_tok_s", "concurrency": 1}
 
 
 def spec(**over):
@@ -30,10 +32,20 @@ def plan(**over):
     return t.sglang_tune_plan(spec(**over), ARGS, {})
 
 
-def smoke(value, concurrency=1, ttft=250.0):
-    return {"levels": [{"concurrency": concurrency, "decode_tok_s_per_user": value,
-                        "output_tok_s": value * concurrency, "ttft_ms_p99": ttft,
-                        "requests_failed": 0}]}
+def level(value, concurrency=1, ttft=250.0, errors=0, met=True, attainment=None):
+    """One level as sglang_serving_bench returns it: `value` tok/s per user."""
+    return {"concurrency": concurrency, "requests": 8, "completed": 8 - errors, "errors": errors,
+            "ttft_ms": {"p50": ttft, "p90": ttft, "p99": ttft},
+            "itl_ms": {"p50": 1000 / value, "p90": 1000 / value, "p99": 1000 / value},
+            "e2e_ms": {"p50": None, "p90": None, "p99": None}, "tok_s_per_user": value,
+            "output_tok_s": value * concurrency, "accept_length": 2.5, "goodput_rps": None,
+            "slo_attainment": attainment, "met": met, "misses": [] if met else ["slow"]}
+
+
+def proof(value, concurrency=1, ttft=250.0, **lv):
+    """A measurement of the serving bench at one level."""
+    return {"measured_by": "own bench", "levels": [level(value, concurrency, ttft, **lv)],
+            "capacity": {"concurrency": concurrency, "reason": ""}}
 
 
 def sweep(p, jitter=0.01, known=None):
@@ -48,8 +60,9 @@ def sweep(p, jitter=0.01, known=None):
         return perf.tok_s_per_user(cand["args"]) * (1 + sign * jitter)
 
     start = t.sglang_tune_candidate(p, ARGS, {}, {}, "0.5.23", "h")
-    noise = t.sglang_tune_noise([measure(start), measure(start)], p["min_gain"])
-    start.update(verdict="incumbent", release="r0", score=perf.tok_s_per_user(ARGS))
+    figures = t.sglang_tune_score([proof(measure(start)), proof(measure(start))], OBJ)
+    noise = t.sglang_tune_noise(figures["runs"], p["min_gain"])
+    start.update(figures, verdict="incumbent", release="r0")
     incumbent, results, restarts = start, [start], 0
     for knob in p["knobs"]:
         knob_results = []
@@ -69,7 +82,7 @@ def sweep(p, jitter=0.01, known=None):
             else:
                 restarts += 1
                 res = {**cand, "verdict": "measured", "release": cand["key"],
-                       **t.sglang_tune_score(smoke(measure(cand)), OBJ)}
+                       **t.sglang_tune_score(proof(measure(cand)), OBJ)}
             if res["verdict"] in ("measured", "crashed") and not res.get("resumed"):
                 known[res["key"]] = res
             knob_results.append(res)
@@ -78,7 +91,8 @@ def sweep(p, jitter=0.01, known=None):
     finals = []
     for fin in t.sglang_tune_finalists(results, p["finalists"]):
         restarts += 1
-        finals.append({**fin, "final_score": perf.tok_s_per_user(fin["args"])})
+        final = t.sglang_tune_score(proof(perf.tok_s_per_user(fin["args"])), OBJ)
+        finals.append({**fin, "final_score": final["score"], "final_capacity": final["capacity"]})
     return t.sglang_tune_winner(finals, start, noise), results, restarts, known
 
 
@@ -116,14 +130,40 @@ def test_the_budget_stops_the_sweep_and_the_start_stays_the_winner():
     assert winner["changes"] == {}
 
 
+def scored(score, capacity=1):
+    return {"score": score, "capacity": capacity}
+
+
 def test_a_candidate_wins_only_beyond_noise():
-    assert t.sglang_tune_beats(104.0, 100.0, 0.03)
-    assert not t.sglang_tune_beats(103.0, 100.0, 0.03)
-    assert not t.sglang_tune_beats(None, 100.0, 0.03)
+    assert t.sglang_tune_beats(scored(104.0), scored(100.0), 0.03)
+    assert not t.sglang_tune_beats(scored(103.0), scored(100.0), 0.03)
+    assert not t.sglang_tune_beats(scored(None), scored(100.0), 0.03)
     assert t.sglang_tune_noise([100.0, 110.0], 0.02) == pytest.approx(0.0952, abs=1e-3)
     assert t.sglang_tune_noise([100.0, 100.5], 0.02) == 0.02
+    assert t.sglang_tune_noise([0.0, 0.0], 0.02) == 0.02
     with pytest.raises(AnsibleFilterError, match="at least twice"):
         t.sglang_tune_noise([100.0, None], 0.02)
+
+
+def test_the_proven_capacity_ranks_before_the_score():
+    """A higher capacity wins whatever the score; at the same capacity the score must beat the
+    noise; the finalists and the leaderboard put the highest capacity first."""
+    assert t.sglang_tune_beats(scored(50.0, 8), scored(100.0, 4), 0.03)
+    assert not t.sglang_tune_beats(scored(200.0, 4), scored(100.0, 8), 0.03)
+    results = [dict(scored(200.0, 4), id="fast", key="a", verdict="measured", release="r1"),
+               dict(scored(90.0, 8), id="wide", key="b", verdict="measured", release="r2"),
+               dict(scored(None, None), id="failed", key="c", verdict="measured", release="r3")]
+    assert t.sglang_tune_best(results, dict(scored(100.0, 4), id="start"), 0.03)["id"] == "wide"
+    assert [r["id"] for r in t.sglang_tune_finalists(results, 3)] == ["wide", "fast"]
+    lines = t.sglang_tune_leaderboard(results, OBJ)
+    assert [line.split()[0] for line in lines[2:]] == ["r2", "r1", "r3"]
+    # The winner: the finalists' second figures, capacity first, against the start's.
+    start = dict(scored(100.0, 4), key="s", changes={})
+    finals = [dict(results[0], final_score=300.0, final_capacity=4, changes={"x": 1}),
+              dict(results[1], final_score=80.0, final_capacity=8, changes={"x": 1, "y": 2})]
+    assert t.sglang_tune_winner(finals, start, 0.03)["id"] == "wide"
+    finals[1]["final_capacity"] = 4
+    assert t.sglang_tune_winner(finals, start, 0.03)["id"] == "fast"
 
 
 def test_noise_large_enough_keeps_the_incumbent():
@@ -177,12 +217,83 @@ def test_env_knobs_and_keys():
 
 def test_score_respects_the_ttft_ceiling_and_failed_requests():
     obj = {"metric": "output_tok_s", "concurrency": 8, "ttft_p99_ms_max": 500}
-    assert t.sglang_tune_score(smoke(50, 8, 400), obj)["score"] == 400.0
-    assert "above the ceiling" in t.sglang_tune_score(smoke(50, 8, 900), obj)["reason"]
-    assert "no level" in t.sglang_tune_score(smoke(50, 1), obj)["reason"]
-    failed = smoke(50, 8)
-    failed["levels"][0]["requests_failed"] = 2
-    assert t.sglang_tune_score(failed, obj)["score"] is None
+    assert t.sglang_tune_score(proof(50, 8, 400), obj)["score"] == 400.0
+    assert "above the ceiling" in t.sglang_tune_score(proof(50, 8, 900), obj)["reason"]
+    # The ceiling is judged on the TTFT p99 of the objective's level: none measured, none met.
+    unmeasured = proof(50, 8, 400)
+    unmeasured["levels"][0]["ttft_ms"]["p99"] = None
+    assert "above the ceiling" in t.sglang_tune_score(unmeasured, obj)["reason"]
+    assert "no level" in t.sglang_tune_score(proof(50, 1), obj)["reason"]
+    failed = t.sglang_tune_score(proof(50, 8, errors=2), obj)
+    assert failed["score"] is None and failed["reason"] == "2 of 8 requests failed at concurrency 8"
+
+
+def test_a_candidate_counts_with_a_proven_capacity_and_no_failed_request_at_any_level():
+    obj = {"metric": "output_tok_s", "concurrency": 4, "ttft_p99_ms_max": None}
+    sweep_ = {"levels": [level(60, 1), level(50, 2), level(40, 4)]}
+    out = t.sglang_tune_score(sweep_, obj)
+    assert (out["capacity"], out["score"], out["reason"]) == (4, 160.0, "")
+    assert out["level"]["concurrency"] == 4 and out["accept_length"] == 2.5
+    # A level above the one that missed is luck, not capacity; the score is still read at 4.
+    lucky = {"levels": [level(60, 1), level(15, 2, met=False), level(40, 4)]}
+    out = t.sglang_tune_score(lucky, obj)
+    assert out["capacity"] == 1 and out["score"] == 160.0
+    assert out["reason"] == "concurrency 2 missed: slow"
+    # No level met: it does not count.
+    nothing = t.sglang_tune_score({"levels": [level(10, 1, met=False), level(9, 4, met=False)]},
+                                  obj)
+    assert nothing["score"] is None and "no proven capacity" in nothing["reason"]
+    # A finalist's levels above the objective's: no capacity from them, but a failure counts.
+    above = {"levels": [level(60, 1), level(40, 4), level(30, 16)]}
+    assert t.sglang_tune_score(above, obj)["capacity"] == 4
+    above["levels"][2]["errors"] = 1
+    assert t.sglang_tune_score(above, obj)["score"] is None
+
+
+def test_the_score_counts_the_requests_within_the_slos_goodput():
+    obj = {"metric": "output_tok_s", "concurrency": 4, "ttft_p99_ms_max": None}
+    # SGLang's benchmark counts the requests within the SLOs (--goodput): 3 of 4.
+    sglang = {"levels": [level(60, 1), level(40, 4, met=False, attainment=0.75)]}
+    out = t.sglang_tune_score(sglang, obj)
+    assert (out["capacity"], out["score"]) == (1, 120.0)
+    # The own bench counts none: a level that met all of them counts whole, one that missed none.
+    own = {"levels": [level(60, 1), level(40, 4, met=False)]}
+    assert t.sglang_tune_score(own, obj)["score"] == 0.0
+    assert t.sglang_tune_score({"levels": [level(60, 1), level(40, 4)]}, obj)["score"] == 160.0
+    per_user = dict(obj, metric="decode_tok_s_per_user")
+    assert t.sglang_tune_score(sglang, per_user)["score"] == 30.0
+
+
+def test_the_noise_runs_give_the_best_run_and_every_score():
+    runs = [proof(50.0), proof(52.0), proof(51.0, errors=1)]
+    out = t.sglang_tune_score(runs, OBJ)
+    assert out["score"] == 52.0 and out["capacity"] == 1
+    assert out["runs"] == [50.0, 52.0, None]
+    assert t.sglang_tune_noise(out["runs"], 0.01) == pytest.approx(0.0392, abs=1e-3)
+    none = t.sglang_tune_score([proof(50.0, errors=1)], OBJ)
+    assert none["score"] is None and "failed" in none["reason"] and none["runs"] == [None]
+
+
+def test_the_tuners_levels_are_the_objectives_and_those_below_it():
+    assert plan()["levels"] == [1]
+    assert plan(objective={"concurrency": 16})["levels"] == [1, 2, 4, 8, 16]
+    assert plan(objective={"concurrency": 16}, workload_levels=[32, 1, 8])["levels"] == [1, 8, 16]
+    assert plan(objective={"concurrency": 4}, workload_levels=["2"])["levels"] == [2, 4]
+    for bad in ([0], [True], "1,2", [1.5]):
+        with pytest.raises(AnsibleFilterError, match="sglang_workload_levels"):
+            plan(workload_levels=bad)
+
+
+def test_a_result_measured_at_another_workload_is_not_resumed():
+    """The key holds what a candidate was measured at (workload, SLOs, levels, objective): a
+    result of an earlier sweep measured otherwise is measured again, never compared."""
+    def key(**over):
+        return t.sglang_tune_candidate(plan(**over), ARGS, {}, {}, "0.5.23", "h")["key"]
+
+    assert key() == key()
+    assert key(workload={"input_len": 64}) != key()
+    assert key(slo={"ttft_p99_ms": 1000}) != key()
+    assert key(objective={"concurrency": 4}) != key()
 
 
 def test_budget_of_restarts_and_wall_time():
@@ -195,7 +306,9 @@ def test_report_lines_winner_yaml_and_expectations():
     p = plan()
     winner, results, _, _ = sweep(p)
     lines = t.sglang_tune_leaderboard(results, p["objective"], winner["key"])
-    assert lines[0].startswith("objective: decode_tok_s_per_user at concurrency 1")
+    assert lines[0].startswith("objective: the proven capacity up to concurrency 1")
+    assert "output_tok_s at concurrency 1 of the requests within the SLOs" in lines[0]
+    assert lines[1].split()[:4] == ["candidate", "changed", "resolved", "capacity"]
     best = next(line for line in lines if "WINNER" in line)
     assert "speculative-num-steps=2" in best and "speculative-num-draft-tokens=3" in best
     assert any("refused" in line for line in lines)
@@ -226,15 +339,12 @@ def test_the_stand_in_model_has_the_documented_optimum():
 
 def test_the_chart_is_a_png_with_one_line_per_finalist():
     chart = load_module("sglang_tune_chart")
-    fins = [{"id": "a", "final_levels": [{"concurrency": 1, "decode_tok_s_per_user": 80,
-                                          "output_tok_s": 80},
-                                         {"concurrency": 4, "decode_tok_s_per_user": 70,
-                                          "output_tok_s": 280}]},
-            {"id": "b", "final_levels": [{"concurrency": 1, "decode_tok_s_per_user": 75,
-                                          "output_tok_s": 75}]}]
+    fins = [{"id": "a", "final_levels": [level(80, 1), level(70, 4)]},
+            {"id": "b", "final_levels": [level(75, 1)]}]
     data = chart.draw(fins, "t")
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert chart.series(fins[0], "output_tok_s") == ([1, 4], [80, 280])
+    assert chart.series(fins[0], "tok_s_per_user") == ([1, 4], [80, 70])
 
 
 def test_resolved_identity_ignores_what_sglang_draws_anew():
@@ -312,7 +422,7 @@ def test_a_constraint_is_refused_for_what_it_gets_wrong(rule, match):
 
 
 def test_the_objective_has_defaults_and_refuses_booleans():
-    assert t._plan_objective({}) == {"metric": "decode_tok_s_per_user", "concurrency": 1,
+    assert t._plan_objective({}) == {"metric": "output_tok_s", "concurrency": 1,
                                      "ttft_p99_ms_max": None}
     assert t._plan_objective({"metric": "output_tok_s", "concurrency": 8,
                               "ttft_p99_ms_max": 500.5})["ttft_p99_ms_max"] == 500.5
@@ -337,9 +447,11 @@ def test_budget_counts_and_the_minimum_gain():
 def test_a_leaderboard_row_says_where_a_result_comes_from():
     row = t._leaderboard_row({"id": "x=1", "key": "k", "verdict": "measured", "resumed": True,
                               "release": "r1", "derived": {"y": True}, "accept_length": 2.5,
-                              "level": {"ttft_ms_p50": 12.0, "decode_tok_s_per_user": 80.25}},
+                              "capacity": 4, "score": 321.0,
+                              "level": {"ttft_ms": {"p50": 12.0, "p99": 30.5},
+                                        "tok_s_per_user": 80.25}},
                              "k")
-    assert row == ("r1", "x=1", "y=true", "12.0", "-", "80.2", "-", "2.50",
+    assert row == ("r1", "x=1", "y=true", "4", "12.0", "30.5", "-", "80.2", "-", "321.0", "2.50",
                    "measured (earlier sweep) WINNER")
     assert t._verdict({"key": "k", "verdict": "identical", "reason": "same"}, "k") == \
         "identical: same"

@@ -1,5 +1,8 @@
 """playbooks/tune.yml against the TEST STAND-IN's performance model, whose best is known:
-2 MTP steps (draft tokens 3) at concurrency 1 (tests/standin/sglang_standin/perf.py).
+2 MTP steps (draft tokens 3) at concurrency 1 (tests/standin/sglang_standin/perf.py). Every
+candidate is measured at the workload of host_vars/sglang-tune.yml by the serving bench (the own
+bench: the demo's env cannot run SGLang's) and scored on its proven capacity, then its output
+tok/s within the SLOs (goodput) at the objective's concurrency.
 
 Converge deployed the starting release (3 steps). Each sweep is a module-scoped fixture that
 runs once, after the sweep it builds on, and returns what it saw right after: the tests assert
@@ -71,6 +74,10 @@ def resumed(host, interrupted):
     if refused and refused.get("release"):
         seen["refused_manifest"] = json.loads(host.check_output(
             f"cat {BASE}/releases/{refused['release']}/manifest.json"))
+    winner = (rep or {}).get("winner") or {}
+    if winner.get("release"):
+        seen["winner_manifest"] = json.loads(host.check_output(
+            f"cat {BASE}/releases/{winner['release']}/manifest.json"))
     return seen
 
 
@@ -123,6 +130,41 @@ def test_the_resumed_sweep_finds_the_best_with_fewer_restarts_than_the_grid(
     assert os.path.getsize(resumed["chart"]) > 1000
     # Without sglang_tune_apply the starting release serves again.
     assert rep["serving"] == start["release"] == resumed["current"] and resumed["serves"]
+
+
+def test_every_candidate_is_scored_on_its_capacity_and_goodput_at_the_workload(resumed):
+    """The same workload for every candidate, at the tuner's levels (the objective's
+    concurrency, 1); a measured candidate has a proven capacity and a score, the winner's beats
+    the start's beyond the noise, and the finalists were measured at the chart's levels too."""
+    out, rep = resumed["out"], resumed["report"]
+    assert out["status"] == "successful", out["msg"]
+    leaderboard = next(e["event_data"]["res"]["msg"] for e in out["events"]
+                       if e["event"] == "runner_on_ok"
+                       and e["event_data"].get("task") == "Show the leaderboard")
+    print("\n" + "\n".join(leaderboard))
+    assert leaderboard[0].startswith("objective: the proven capacity up to concurrency 1")
+    assert leaderboard[1].split()[3:5] == ["capacity", "TTFT"]
+    assert rep["objective"]["metric"] == "output_tok_s" and rep["levels"] == [1]
+    assert rep["workload"]["output_len"] == 48 and rep["slo"]["ttft_p99_ms"] == 3000
+    start = next(c for c in rep["candidates"] if c["verdict"] == "incumbent")
+    assert len(start["runs"]) == 2 and all(isinstance(r, float) for r in start["runs"])
+    measured = [c for c in rep["candidates"] if c["verdict"] in ("measured", "incumbent")]
+    for cand in measured:
+        assert cand["capacity"] == 1 and cand["score"] > 0, cand
+        assert cand["level"]["concurrency"] == 1 and cand["level"]["errors"] == 0, cand
+        assert cand["level"]["ttft_ms"]["p99"] > 0 and cand["level"]["tok_s_per_user"] > 0, cand
+    winner = rep["winner"]
+    assert winner["final_capacity"] == 1
+    # Against the start's second figures when it was a finalist, else its first.
+    base = next((f["final_score"] for f in rep["finalists"] if f["key"] == start["key"]),
+                start["score"])
+    assert winner["final_score"] > base * (1 + rep["noise"]), (winner, start)
+    assert [lv["concurrency"] for lv in winner["final_levels"]] == [1, 4]
+    # The candidate's release keeps its measurement, not as the deploy's proof.
+    manifest = resumed.get("winner_manifest") or {}
+    assert manifest.get("tune_proof", {}).get("measured_by") == "own bench", manifest.keys()
+    assert [lv["concurrency"] for lv in manifest["tune_proof"]["levels"]] == [1]
+    assert "smoke" not in manifest and "workload_proof" not in manifest
 
 
 def test_apply_keeps_the_winner_serving_without_measuring_again(start, resumed, applied):
