@@ -27,6 +27,10 @@ NS = "sglang_deploy"
 # budget of 30 days would be gone in 2 days (14.4 x, over 1 h and 5 m), a ticket in 5 (6 x, over
 # 6 h and 30 m).
 BURNS = (("critical", 14.4, "1h", "5m"), ("warning", 6, "6h", "30m"))
+BURN_WAIT = {"critical": "2m", "warning": "15m"}
+# Every window a burn rate reads, shortest first: one recording rule each per ratio.
+BURN_WINDOWS = tuple(sorted({w for burn in BURNS for w in burn[2:]},
+                            key=lambda w: int(w[:-1]) * {"m": 60, "h": 3600}[w[-1]]))
 RUNBOOKS = "https://github.com/sglang-deploy/sglang-deploy/blob/main/docs/alerts.md"
 
 
@@ -268,14 +272,11 @@ def _slo_rules(pack, slo):
     """Burn rates of the error budgets: aborted requests against sglang_monitoring_availability,
     and first tokens slower than the workload's TTFT objective against its 1% (a p99)."""
     sel = pack.sel
-    windows = sorted({w for _sev, _f, long, short in BURNS for w in (long, short)})
+    labels = {"sglang_host": pack.host, "release": pack.rid}
     budget = round(1 - pack.s["availability"], 6)
-    for w in windows:
-        pack.records.append({
-            "record": f"{NS}:aborted_ratio:rate{w}",
-            "expr": f"sum(rate(sglang:num_aborted_requests_total{{{sel}}}[{w}])) / "
-                    f"sum(rate(sglang:num_requests_total{{{sel}}}[{w}]))",
-            "labels": {"sglang_host": pack.host, "release": pack.rid}})
+    pack.records += _burn_records(
+        "aborted_ratio", lambda w: f"sum(rate(sglang:num_aborted_requests_total{{{sel}}}[{w}])) / "
+                                   f"sum(rate(sglang:num_requests_total{{{sel}}}[{w}]))", labels)
     _burn(pack, "SGLangAbortBudgetBurn", "aborted_ratio", budget,
           f"requests aborted faster than an availability of {pack.s['availability']:.2%} allows "
           "(sglang_monitoring_availability)")
@@ -283,27 +284,38 @@ def _slo_rules(pack, slo):
     bucket = next((b for b in TTFT_BUCKETS_S if ttft_ms and b * 1000 >= ttft_ms), None)
     if not bucket:
         return
-    for w in windows:
-        pack.records.append({
-            "record": f"{NS}:ttft_slow_ratio:rate{w}",
-            "expr": f"1 - sum(rate(sglang:time_to_first_token_seconds_bucket{{{sel},"
-                    f"le=\"{_g(bucket)}\"}}[{w}])) / "
-                    f"sum(rate(sglang:time_to_first_token_seconds_count{{{sel}}}[{w}]))",
-            "labels": {"sglang_host": pack.host, "release": pack.rid}})
+    pack.records += _burn_records(
+        "ttft_slow_ratio",
+        lambda w: f"1 - sum(rate(sglang:time_to_first_token_seconds_bucket{{{sel},"
+                  f"le=\"{_g(bucket)}\"}}[{w}])) / "
+                  f"sum(rate(sglang:time_to_first_token_seconds_count{{{sel}}}[{w}]))", labels)
     _burn(pack, "SGLangFirstTokenBudgetBurn", "ttft_slow_ratio", 0.01,
           f"first tokens slower than {_g(bucket * 1000)} ms (the workload's TTFT p99 objective, "
           f"{_g(ttft_ms)} ms, at SGLang's next bucket) more often than 1% allows")
 
 
-def _burn(pack, name, ratio, budget, what):
+def _burn_records(ratio, expr, labels):
+    """One SLO ratio's recording rules in the project's namespace, one per burn window
+    (`expr(window)` is the ratio over it)."""
+    return [{"record": f"{NS}:{ratio}:rate{w}", "expr": expr(w), "labels": dict(labels)}
+            for w in BURN_WINDOWS]
+
+
+def _burn_rates(ratio, match, budget):
+    """(severity, factor, long window, short window, expr) of each burn rate of one ratio's
+    budget: the ratio above factor x budget over both windows, `match` the series' labels."""
     for severity, factor, long, short in BURNS:
         limit = _g(round(factor * budget, 6))
-        pack.alert(name,
-                   f"{NS}:{ratio}:rate{long}{{sglang_host=\"{pack.host}\"}} > {limit} and "
-                   f"{NS}:{ratio}:rate{short}{{sglang_host=\"{pack.host}\"}} > {limit}",
-                   severity, f"{pack.host}: error budget burning ({severity})",
-                   f"{what}: {factor:g} x the budget over {long} and {short}", wait="2m"
-                   if severity == "critical" else "15m", window=long)
+        yield severity, factor, long, short, (f"{NS}:{ratio}:rate{long}{{{match}}} > {limit} and "
+                                              f"{NS}:{ratio}:rate{short}{{{match}}} > {limit}")
+
+
+def _burn(pack, name, ratio, budget, what):
+    for severity, factor, long, short, expr in _burn_rates(ratio, f'sglang_host="{pack.host}"',
+                                                           budget):
+        pack.alert(name, expr, severity, f"{pack.host}: error budget burning ({severity})",
+                   f"{what}: {factor:g} x the budget over {long} and {short}",
+                   wait=BURN_WAIT[severity], window=long)
 
 
 # SGLang 0.5.23's TTFT buckets (srt/observability/metrics_collector.py,
@@ -393,6 +405,17 @@ def _panel(pid, title, exprs, pos, unit="short", description=""):
     }
 
 
+def _p99_panel(pid, title, histogram, figure, window, pos):
+    """The live p99 of one of SGLang's latency histograms beside the p99 the proof measured at
+    each level (the pack's sglang:release_proven_<figure>_p99_seconds)."""
+    sel = f'job="{JOB}",sglang_host=~"$sglang_host"'
+    return _panel(pid, title, [
+        (_quantile(f"sglang:{histogram}_seconds", 0.99, sel, window, by="sglang_host"),
+         "{{sglang_host}} live"),
+        (f'sglang:release_proven_{figure}_p99_seconds{{sglang_host=~"$sglang_host"}}',
+         "{{sglang_host}} proven at concurrency {{concurrency}}")], pos, "s")
+
+
 def sglang_monitoring_dashboard(window="5m"):
     """A Grafana dashboard (provisioning JSON) for every host the pack describes: the live
     figures beside the serving release's proven ones (the pack's recording rules), picked by
@@ -410,12 +433,8 @@ def sglang_monitoring_dashboard(window="5m"):
              "{{sglang_host}} proven at concurrency {{concurrency}} ({{release}})"),
             (f"sglang:release_floor_tok_s_per_user{{{host}}}", "{{sglang_host}} floor")],
             (0, 0, 12, 8), "none", "Live decode speed per stream against the release's smoke test"),
-        _panel(2, "Time to first token (p99)", [
-            (_quantile("sglang:time_to_first_token_seconds", 0.99, sel, window, by="sglang_host"),
-             "{{sglang_host}} live"),
-            (f"sglang:release_proven_ttft_p99_seconds{{{host}}}",
-             "{{sglang_host}} proven at concurrency {{concurrency}}")],
-            (12, 0, 12, 8), "s"),
+        _p99_panel(2, "Time to first token (p99)", "time_to_first_token", "ttft", window,
+                   (12, 0, 12, 8)),
         _panel(3, "MTP accept length", [
             (f"max by (sglang_host) (sglang:spec_accept_length{{{sel}}})", "{{sglang_host}} live"),
             (f"sglang:release_proven_accept_length{{{host}}}", "{{sglang_host}} proven")],
@@ -436,17 +455,13 @@ def sglang_monitoring_dashboard(window="5m"):
              "{{recorded}})"),
             (f"1 - sglang_drift_check_success{{{host}}}", "{{sglang_host}} check failing")],
             (12, 16, 12, 8)),
-        _panel(8, "Inter-token latency (p99)", [
-            (_quantile("sglang:inter_token_latency_seconds", 0.99, sel, window, by="sglang_host"),
-             "{{sglang_host}} live"),
-            (f"sglang:release_proven_itl_p99_seconds{{{host}}}",
-             "{{sglang_host}} proven at concurrency {{concurrency}}")],
-            (0, 24, 12, 8), "s"),
+        _p99_panel(8, "Inter-token latency (p99)", "inter_token_latency", "itl", window,
+                   (0, 24, 12, 8)),
         _panel(9, "Error budgets (share of requests aborted, or over the TTFT objective)", [
             (f"{NS}:aborted_ratio:rate{w}{{{host}}}", f"{{{{sglang_host}}}} aborted, {w}")
-            for w in ("5m", "30m", "1h", "6h")] + [
+            for w in BURN_WINDOWS] + [
             (f"{NS}:ttft_slow_ratio:rate{w}{{{host}}}", f"{{{{sglang_host}}}} TTFT over, {w}")
-            for w in ("5m", "30m", "1h", "6h")],
+            for w in BURN_WINDOWS],
             (12, 24, 12, 8), "percentunit"),
     ]
     return {
@@ -496,11 +511,10 @@ def sglang_monitoring_router_pack(host, address, duration="2m", availability=0.9
                                 "runbook_url": f"{runbook_url}#{name.lower()}"}}
 
     budget = round(1 - float(availability), 6)
-    windows = sorted({w for _sev, _f, long, short in BURNS for w in (long, short)})
-    records = [{"record": f"{NS}:router_5xx_ratio:rate{w}",
-                "expr": f'sum(rate(smg_http_responses_total{{{sel},status_code=~"5.."}}[{w}])) / '
-                        f"sum(rate(smg_http_responses_total{{{sel}}}[{w}]))",
-                "labels": labels} for w in windows]
+    records = _burn_records(
+        "router_5xx_ratio",
+        lambda w: f'sum(rate(smg_http_responses_total{{{sel},status_code=~"5.."}}[{w}])) / '
+                  f"sum(rate(smg_http_responses_total{{{sel}}}[{w}]))", labels)
     rules = [
         alert("SGLangRouterDown", f"up{{{sel}}} == 0", "critical",
               f"{host}: the SGLang router is down",
@@ -511,14 +525,13 @@ def sglang_monitoring_router_pack(host, address, duration="2m", availability=0.9
               f"[{duration}])) > 0", "critical", f"{host}: the router has no replica to send to",
               f"{host} answered 503 no_available_workers: every replica is out of the router "
               "(unhealthy, drained, or never added)"),
-    ] + [alert("SGLangRouterErrorBudgetBurn",
-               f'{NS}:router_5xx_ratio:rate{long}{{sglang_router="{host}"}} > {_g(round(f * budget, 6))} '
-               f'and {NS}:router_5xx_ratio:rate{short}{{sglang_router="{host}"}} > '
-               f"{_g(round(f * budget, 6))}", severity, f"{host}: the router's 5xx burn the budget",
+    ] + [alert("SGLangRouterErrorBudgetBurn", expr, severity,
+               f"{host}: the router's 5xx burn the budget",
                f"5xx answers faster than an availability of {float(availability):.2%} allows "
                f"(sglang_router_monitoring_availability): {f:g} x the budget over {long} and {short}",
-               wait="2m" if severity == "critical" else "15m", window=long)
-         for severity, f, long, short in BURNS]
+               wait=BURN_WAIT[severity], window=long)
+         for severity, f, long, short, expr in _burn_rates("router_5xx_ratio",
+                                                            f'sglang_router="{host}"', budget)]
     return {
         "targets": [{"targets": [str(address)], "labels": labels}],
         "rules": {"groups": [{"name": f"sglang-router-{host}-slo", "rules": records},
