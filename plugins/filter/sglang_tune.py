@@ -19,6 +19,7 @@ import math
 import yaml
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_workload as workloads
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_args import dashed, env_name, not_owned, single_line
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
 
@@ -374,14 +375,12 @@ def _failed(levels):
 def _capacity(levels, concurrency):
     """(the tuner's proven capacity, why not): the highest level up to the objective's that met
     every SLO with every level measured below it met, as the serving benchmark judges it."""
-    proven = None
-    for level in sorted((lv for lv in levels if lv.get("concurrency", 0) <= concurrency),
-                        key=lambda lv: lv["concurrency"]):
-        if not level.get("met"):
-            why = "; ".join(level.get("misses") or []) or "its SLOs not met"
-            return proven, f"concurrency {level['concurrency']} missed: {why}"
-        proven = level["concurrency"]
-    return proven, "" if proven else "no level measured"
+    first_miss, met = workloads.met_below_first_miss(
+        [lv for lv in levels if lv.get("concurrency", 0) <= concurrency])
+    if first_miss is not None:
+        why = "; ".join(first_miss.get("misses") or []) or "its SLOs not met"
+        return (met[-1] if met else None), f"concurrency {first_miss['concurrency']} missed: {why}"
+    return (met[-1] if met else None), "" if met else "no level measured"
 
 
 def _share(level):

@@ -212,7 +212,7 @@ def judge(levels, slo):
     judged = [dict(lv, met=not lv["misses"]) for lv in judged]
     if not judged:
         return judged, {"concurrency": None, "reason": "no level was measured"}
-    first_miss, below = _met_below_first_miss(judged)
+    first_miss, below = met_below_first_miss(judged)
     if not below:
         return judged, {"concurrency": None,
                         "reason": f"no level met every SLO (lowest, {judged[0]['concurrency']}: "
@@ -222,11 +222,11 @@ def judge(levels, slo):
     return judged, {"concurrency": max(below), "reason": why}
 
 
-def _met_below_first_miss(judged):
+def met_below_first_miss(judged):
     """(the lowest level that missed, or None; the levels that met below it, lowest first)."""
     ordered = sorted(judged, key=lambda lv: lv["concurrency"])
-    first_miss = next((lv for lv in ordered if not lv["met"]), None)
-    return first_miss, [lv["concurrency"] for lv in ordered if lv["met"] and (
+    first_miss = next((lv for lv in ordered if not lv.get("met")), None)
+    return first_miss, [lv["concurrency"] for lv in ordered if lv.get("met") and (
         first_miss is None or lv["concurrency"] < first_miss["concurrency"])]
 
 
@@ -242,7 +242,7 @@ def first_levels(levels, baseline_capacity=None):
 def next_level(levels, judged):
     """The quick proof's next level, or None once the capacity is pinned: the highest level
     proven and the lowest that missed are neighbours in `levels` (bisected between them)."""
-    first_miss, met = _met_below_first_miss(judged)
+    first_miss, met = met_below_first_miss(judged)
     if first_miss is None or not met:
         return None
     between = [c for c in levels if met[-1] < c < first_miss["concurrency"]]
