@@ -52,6 +52,7 @@ lint: setup
 	ansible-lint
 	ansible-playbook --syntax-check deploy.yml playbooks/*.yml
 	python scripts/filter_docs.py --check
+	pycodestyle --max-line-length=160 --ignore=E402,W503,W504,E741,E203,E701,E704 plugins
 
 # The repository is the sglang.deploy collection: built as it stands (galaxy.yml's build_ignore
 # leaves out the tooling and tests) into dist/sglang-deploy-<version>.tar.gz.

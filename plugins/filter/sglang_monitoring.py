@@ -530,8 +530,8 @@ def sglang_monitoring_router_pack(host, address, duration="2m", availability=0.9
                f"5xx answers faster than an availability of {float(availability):.2%} allows "
                f"(sglang_router_monitoring_availability): {f:g} x the budget over {long} and {short}",
                wait=BURN_WAIT[severity], window=long)
-         for severity, f, long, short, expr in _burn_rates("router_5xx_ratio",
-                                                            f'sglang_router="{host}"', budget)]
+         for severity, f, long, short, expr in _burn_rates(
+             "router_5xx_ratio", f'sglang_router="{host}"', budget)]
     return {
         "targets": [{"targets": [str(address)], "labels": labels}],
         "rules": {"groups": [{"name": f"sglang-router-{host}-slo", "rules": records},
