@@ -87,10 +87,12 @@ crash: setup
 	python tests/support/crash_points.py
 
 # Every crash point between two tasks (tests/support/task_cuts.py): a deploy, the automatic
-# rollback and a rollback by hand, each cut right after every task that changed the host, then
-# run again (molecule rollback, SGLANG_TASK_CUTS=all; long: two runs per boundary).
+# rollback, a rollback by hand and an upgrade move, each cut right after every task that changed
+# the host, then run again (molecule rollback, SGLANG_TASK_CUTS=all; long: two runs per
+# boundary; a line per cut in SGLANG_TASK_CUTS_LOG as it goes).
 crash-tasks: setup image
-	SGLANG_TASK_CUTS=all molecule test -s rollback
+	SGLANG_TASK_CUTS=all SGLANG_TASK_CUTS_LOG=$${SGLANG_TASK_CUTS_LOG:-/tmp/sglang-task-cuts.log} \
+	  molecule test -s rollback
 
 # Every unit test, every example (the `full` profile), the downloads included.
 unit: setup

@@ -70,7 +70,16 @@ def violations_after_next(out, seen, target, ends):
     return found
 
 
-def enumerate_cuts(host, play, operation, every=True):
+def progress(line):
+    """A line to SGLANG_TASK_CUTS_LOG as each cut ends (`make crash-tasks` runs for an hour or
+    more, its report comes at the end): where it stands, and what a killed run had found."""
+    path = os.environ.get("SGLANG_TASK_CUTS_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(line + "\n")
+
+
+def enumerate_cuts(host, play, operation, every=True, name="operation"):
     """Cut `operation` at each boundary after a changed task (`every`) or at its first and last,
     run it again after each, and return {boundaries, states, cut, violations, runs}.
 
@@ -98,6 +107,8 @@ def enumerate_cuts(host, play, operation, every=True):
         found += violations_after_next(again, state(host), target, ends)
         report["violations"] += [f"cut after changed task {k} ({changed[k - 1]}): {v}"
                                  for v in found]
+        progress(f"{name}: cut {k} of {len(changed)} ({changed[k - 1]}): "
+                 + ("; ".join(found) or "invariants hold"))
     return report
 
 

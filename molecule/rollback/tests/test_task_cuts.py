@@ -1,10 +1,12 @@
 """Crash points between tasks (tests/support/task_cuts.py): a deploy, a deploy whose release
-fails and rolls back by itself, and a rollback by hand, each cut (the playbook process killed)
-right after each task that changed the host, then run again; the invariants checked after the
-cut and after the next run. `make crash-tasks` (SGLANG_TASK_CUTS=all) cuts the three at every
-such boundary; CI, to keep its time, the rollback by hand at its first and last. Runs after
-test_rollback.py (A serves)."""
+fails and rolls back by itself, a rollback by hand and an upgrade move (a deploy to the other
+SGLang version), each cut (the playbook process killed) right after each task that changed the
+host, then run again; the invariants checked after the cut and after the next run. `make
+crash-tasks` (SGLANG_TASK_CUTS=all) cuts the four at every such boundary; CI, to keep its time,
+the rollback by hand at its first and last. Runs after test_rollback.py (A serves, both
+versions' envs built)."""
 
+import json
 import os
 import sys
 
@@ -17,6 +19,8 @@ from support.runner import ANY_SPEED, play  # noqa: E402
 KNOBS = {"SGLANG_STANDIN_TOK_S": "55", "SGLANG_STANDIN_TTFT_MS": "250",
          "SGLANG_STANDIN_TOKENS_PER_CHUNK": "3", "SGLANG_STANDIN_KNEE": "8"}
 BASE = task_cuts.BASE
+# The scenario's pin and test_rollback.py's OTHER_VERSION, whose env its upgrade built.
+VERSIONS = ("0.5.23", "0.5.22")
 
 
 def release_with(host, mark):
@@ -26,19 +30,27 @@ def release_with(host, mark):
 
 
 class Deploy:
-    """A deploy of a new release (each run its own mark); again: the same deploy."""
+    """A deploy of a new release (each run its own mark); again: the same deploy. With
+    `versions`, an upgrade move: each run to the SGLang version `current` does not run
+    (test_rollback.py built both envs)."""
 
-    def __init__(self, host, failing=False):
+    def __init__(self, host, failing=False, versions=None):
         self.host, self.failing, self.mark, self.good = host, failing, 0, None
+        self.versions, self.version = versions, {}
 
     def __call__(self, k, again=False):
         if not again:
             self.mark += 1
             self.good = task_cuts.state(self.host)["current"]
-        env = {**KNOBS, "CUT_MARK": f"{'f' if self.failing else 'd'}{self.mark}"}
+            if self.versions:
+                now = json.loads(self.host.check_output(
+                    f"cat {BASE}/releases/{self.good}/manifest.json"))["sglang_version"]
+                self.version = {"sglang_version": next(v for v in self.versions if v != now)}
+        tag = "f" if self.failing else "u" if self.versions else "d"
+        env = {**KNOBS, "CUT_MARK": f"{tag}{self.mark}"}
         if self.failing:
             env["SGLANG_STANDIN_REFUSE_FLAG"] = "enable-metrics"
-        out = play("deploy.yml", {"sglang_env": env, **ANY_SPEED,
+        out = play("deploy.yml", {"sglang_env": env, **ANY_SPEED, **self.version,
                                   **(task_cuts.BREAK_LOCK if again else {})}, cut_at_changed=k)
         # A failing release rolls back to the good one that served; a good one is the target.
         target = self.good if self.failing else release_with(self.host, env["CUT_MARK"])
@@ -68,16 +80,19 @@ def reports(host):
     before = task_cuts.state(host)["current"]
     if every:
         deploy = Deploy(host)
-        seen["deploy"] = task_cuts.enumerate_cuts(host, play, deploy, every)
+        seen["deploy"] = task_cuts.enumerate_cuts(host, play, deploy, every, "deploy")
         pair = (task_cuts.state(host)["current"], release_with(host, f"d{deploy.mark - 1}"))
     else:
         out, other, _ends = Deploy(host)(None)  # a second good release to go back and forth
         assert out["status"] == "successful", out["msg"]
         pair = (before, other)
-    seen["rollback by hand"] = task_cuts.enumerate_cuts(host, play, Rollback(host, pair), every)
+    seen["rollback by hand"] = task_cuts.enumerate_cuts(host, play, Rollback(host, pair), every,
+                                                        "rollback by hand")
     if every:
         seen["automatic rollback"] = task_cuts.enumerate_cuts(
-            host, play, Deploy(host, failing=True), every)
+            host, play, Deploy(host, failing=True), every, "automatic rollback")
+        seen["upgrade move"] = task_cuts.enumerate_cuts(
+            host, play, Deploy(host, versions=VERSIONS), every, "upgrade move")
     return seen
 
 
