@@ -53,7 +53,10 @@ def _table(proof, judged):
 
 
 def _n(value):
-    return "-" if value is None else f"{value:g}"
+    """A figure as read, "-" where the proof has none (a missing or malformed figure is the
+    gate's to refuse, not the table's to crash on)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return f"{value:g}" if ok else "-"
 
 
 class FilterModule:

@@ -290,7 +290,9 @@ def gate(proof, baseline, tolerance=0.10):
 
 
 def compare_levels(levels, earlier, tolerance):
-    """(rows, regressions): each level both measured, its tok/s against the baseline's."""
+    """(rows, regressions): each level both measured, its tok/s against the baseline's. A
+    figure the baseline has and this proof lacks (not read, not finite, zero) is a regression:
+    nothing shows this release is not slower there."""
     earlier = {lv["concurrency"]: lv for lv in earlier}
     rows, regressions = [], []
     for lv in levels:
@@ -300,7 +302,11 @@ def compare_levels(levels, earlier, tolerance):
         rows.append({"concurrency": lv["concurrency"], "now": lv, "baseline": old})
         for key, better in COMPARED:
             now, was = _number(lv.get(key)), _number(old.get(key))
-            if not now or not was:
+            if not was:
+                continue
+            if not now:
+                regressions.append(f"{key} at concurrency {lv['concurrency']}: "
+                                   f"{lv.get(key)!r} here against {was:g} (nothing measured)")
                 continue
             change = now / was - 1
             if (-change if better == "higher" else change) > tolerance:

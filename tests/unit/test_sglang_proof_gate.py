@@ -46,6 +46,15 @@ def test_a_lower_capacity_or_slower_level_is_refused_on_a_deploy_and_warned_of_o
     assert warned["ok"] and warned["warnings"] == gate["failures"]
 
 
+@pytest.mark.parametrize("missing", [None, 0, float("nan"), "fast"])
+def test_a_figure_the_baseline_has_and_this_proof_lacks_is_refused(missing):
+    lacking = proof(8, {1: (36, 54), 8: (255, 54), 16: (330, 27)})
+    lacking["levels"][1]["output_tok_s"] = missing
+    gate = sglang_proof_gate(lacking, A, 0.10)
+    assert not gate["ok"]
+    assert f"output_tok_s at concurrency 8: {missing!r} here against 260 (nothing measured)" in gate["failures"]
+
+
 def test_within_the_tolerance_is_not_a_regression():
     assert sglang_proof_gate(proof(8, {1: (34, 51), 8: (240, 51)}), A, 0.10)["ok"]
     assert not sglang_proof_gate(proof(8, {1: (34, 51), 8: (240, 51)}), A, 0.05)["ok"]
