@@ -32,7 +32,9 @@ description:
     over. C(state=good) marks a release as proven to serve, C(state=failed) as refused, with a
     C(reason).
   - C(state=info) lists the releases (in creation order) and names the newest good release
-    other than C(current), the default rollback target, and the drift of C(current).
+    other than C(current), the default rollback target, and the drift of C(current). With
+    C(release), it also returns that release's manifest as C(proven) when it is good (a
+    baseline is a release that was proven), else an empty dict.
   - C(state=cleanup) keeps the newest C(keep_good) good releases and the newest C(keep_other)
     of the rest (failed, never proven), in creation order; C(current), the newest good
     release that is not current and releases whose manifest cannot be read are never deleted.
@@ -85,7 +87,8 @@ options:
     type: dict
     default: {}
   release:
-    description: Release id, for C(state=active), C(good) and C(failed).
+    description: Release id, for C(state=active), C(good) and C(failed); for C(state=info), the
+      release whose manifest to return as C(proven) when it is good.
     type: str
   reason:
     description: Why a release failed, for C(state=failed).
@@ -213,6 +216,11 @@ previous_good:
   description: Newest release with status good that is not current, or null.
   type: str
   returned: state is info
+proven:
+  description: The manifest of C(release) when its status is good (its recorded smoke and
+    workload proof are the next release's baseline), else an empty dict.
+  type: dict
+  returned: state is info and release is given
 drift:
   description: "Files of the serving release that differ from its manifest: [{file, change}]."
   type: list
@@ -821,16 +829,21 @@ def drift(base_dir, release, manifest):
     return found
 
 
-def info(base_dir):
+def info(base_dir, release=None):
     """All releases, oldest first, the newest good one that is not current, current's drift;
-    each release says whether the env it names is built (`env_ready`)."""
+    each release says whether the env it names is built (`env_ready`); with `release`, its
+    manifest as `proven` when it is good."""
     current = read_current(base_dir)
     releases = [dict(m, env_ready=_env_ready(base_dir, m.get("env"))) for m in _listing(base_dir)]
     good = [m["id"] for m in releases if m.get("status") == "good" and m["id"] != current]
     cur = next((m for m in releases if m["id"] == current), None)
-    return {"changed": False, "current": current, "releases": releases,
-            "previous_good": good[-1] if good else None,
-            "drift": drift(base_dir, current, cur) if cur else []}
+    found = {"changed": False, "current": current, "releases": releases,
+             "previous_good": good[-1] if good else None,
+             "drift": drift(base_dir, current, cur) if cur else []}
+    if release is not None:
+        found["proven"] = next((m for m in releases if m["id"] == release
+                                and m.get("status") == "good"), {})
+    return found
 
 
 def _env_ready(base_dir, env):
@@ -955,7 +968,7 @@ def main():
         if p["state"] == "present":
             result = prepare(p["base_dir"], p["stamp"], p["files"], p["meta"], module.check_mode)
         elif p["state"] == "info":
-            result = info(p["base_dir"])
+            result = info(p["base_dir"], p["release"])
         elif p["state"] == "cleanup":
             result = cleanup(p["base_dir"], p["keep_good"], p["keep_other"], module.check_mode,
                              p["env_link"])

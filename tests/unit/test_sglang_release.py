@@ -156,6 +156,11 @@ def test_info_lists_releases_oldest_first_and_the_rollback_target(tmp_path):
     assert [m["status"] for m in out["releases"]] == ["good", "good", "active"]
     assert out["current"] == c
     assert out["previous_good"] == b
+    # The baseline of the release that replaces one: its manifest when it was proven, else {}.
+    assert rel.info(str(tmp_path), b)["proven"]["id"] == b
+    assert rel.info(str(tmp_path), c)["proven"] == {}
+    assert rel.info(str(tmp_path), "20200101T000000Z")["proven"] == {}
+    assert "proven" not in out
 
 
 def test_cleanup_keeps_the_newest_and_never_current_or_the_rollback_target(tmp_path):
