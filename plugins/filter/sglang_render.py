@@ -15,6 +15,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.plugins.test.core import version_compare
 
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_workload as workloads
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import env_file_line
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_args import dashed, env_name, named, \
     not_owned, single_line
@@ -28,7 +29,8 @@ from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_values import
 
 ACCOUNT = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 UNIT_NAME = re.compile(r"[A-Za-z0-9_.@:-]{1,200}")
-PROFILE_KEYS = {"tune", "description", "min_sglang_version", "model", "args", "env", "expect", "smoke"}
+PROFILE_KEYS = {"tune", "description", "min_sglang_version", "model", "args", "env", "expect", "smoke",
+                "workload"}
 MODEL_KEYS = {"path", "revision", "served_model_name"}
 # What launch.py passes on: single-line tokens, so a log line never splits one.
 API_KEY = re.compile(r"^[A-Za-z0-9._~+/=-]{16,512}$")
@@ -102,7 +104,7 @@ def sglang_profile_check(profile, name="sglang_profile"):
         raise AnsibleFilterError(
             f"{name}: unknown model keys {unknown}; allowed: {sorted(MODEL_KEYS)}"
         )
-    for key in ("args", "env", "expect", "smoke"):
+    for key in ("args", "env", "expect", "smoke", "workload"):
         if not isinstance(profile.get(key, {}), dict):
             raise AnsibleFilterError(f"{name}: {key} must be a mapping")
     return profile
@@ -646,6 +648,34 @@ def _check_keys(checks):
         checks.run(("sglang_admin_api_key",), sglang_secrets_json, api, admin)
 
 
+def _check_workload(checks, profile):
+    """sglang_workload over the profile's workload, the SLOs and the levels, as the proof
+    (sglang_serving_bench) reads them: refused here, before a restart, not by the proof after it."""
+    inputs = checks.inputs
+    given, slo, levels = (inputs.get(name) for name in (
+        "sglang_workload", "sglang_workload_slo", "sglang_workload_levels"))
+    if not isinstance(given, dict):
+        checks.add("sglang_workload", "a mapping of the workload's keys ({} for the profile's), "
+                   "docs/measuring.md")
+    else:
+        try:
+            workloads.check({**(profile.get("workload") or {}), **given})
+        except workloads.WorkloadError as exc:
+            where = " (over the profile's workload)" if profile.get("workload") else ""
+            checks.add("sglang_workload", f"{exc}{where}")
+    try:
+        if not isinstance(slo, dict):
+            raise workloads.WorkloadError("a mapping of objectives (ttft_p99_ms, itl_p99_ms, "
+                                          "min_tok_s_per_user)")
+        workloads.check_slo(slo)
+    except workloads.WorkloadError as exc:
+        checks.add("sglang_workload_slo", str(exc))
+    if not isinstance(levels, list) or not all(
+            isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in levels):
+        checks.add("sglang_workload_levels", "a list of concurrency levels, whole numbers of at "
+                   "least 1 (empty: 1, 2, 4, ... up to the max_running_requests SGLang resolves)")
+
+
 def sglang_input_violations(inputs, profile=None, profiles=None, args_given=None, nodes=None,
                             batch=None, host="", hostvars=None):
     """Every check of the operator's inputs, run at once before anything uses them: {ok,
@@ -653,8 +683,8 @@ def sglang_input_violations(inputs, profile=None, profiles=None, args_given=None
 
     The checks are the filters' own (sglang_profile_check, sglang_server_config, sglang_env_merge,
     sglang_multinode, sglang_fetch_plan, sglang_pip_args, sglang_expect_check,
-    sglang_smoke_limits, sglang_unit_hardening, sglang_unit_check, sglang_secrets_json), each
-    refusal caught and kept against the variable its message names, and the role's rules on the
+    sglang_smoke_limits, sglang_unit_hardening, sglang_unit_check, sglang_secrets_json, and the
+    workload's as the proof reads it), each refusal caught and kept against the variable its message names, and the role's rules on the
     profile name, the sglang version, the rollout batch, the wheelhouse and the service user.
     A secret's value (a name holding key, token, secret or password, however deep) is shown as
     <redacted>, and scrubbed from the messages.
@@ -691,6 +721,7 @@ def sglang_input_violations(inputs, profile=None, profiles=None, args_given=None
     _check_version(checks, profile)
     _check_pip(checks)
     _check_expectations(checks, profile)
+    _check_workload(checks, profile)
     _check_unit(checks, args)
     _check_keys(checks)
     return {"ok": not checks.found, "violations": checks.found}

@@ -11,6 +11,7 @@ import yaml
 
 from ansible_collections.sglang.deploy.plugins.filter import sglang_render as render
 from ansible_collections.sglang.deploy.plugins.filter.sglang_render import sglang_input_violations
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_workload as workloads
 from support import ROLE
 
 PROFILE_NAME = "qwen3.6-27b-tp2-mtp"
@@ -249,3 +250,29 @@ def test_inputs_that_are_not_a_mapping_are_a_programming_error():
 
     with pytest.raises(AnsibleFilterError, match="mapping of variable names"):
         sglang_input_violations(["sglang_port"])
+
+
+def test_a_workload_the_proof_cannot_measure_is_refused_before_the_restart(profile):
+    """The proof reads sglang_workload over the profile's workload after the restart: a bad one
+    is refused here, with the rest, not by the proof (an automatic rollback) after it."""
+    found = violations(profile, sglang_workload={"output_len": 0, "datset": "random-ids"},
+                       sglang_workload_slo={"ttft_p99_ms": -1},
+                       sglang_workload_levels=[1, "many"])
+    texts = {v["variable"]: v["fix"] for v in found["violations"]}
+    assert set(texts) == {"sglang_workload", "sglang_workload_slo", "sglang_workload_levels"}
+    assert "output_len 0: a whole number of at least 1" in texts["sglang_workload"]
+    assert "unknown keys datset" in texts["sglang_workload"]
+    assert texts["sglang_workload"].endswith("(over the profile's workload)")
+    assert "slo ttft_p99_ms -1: a number above 0" in texts["sglang_workload_slo"]
+    bad_profile = dict(profile, workload={"input_len": "long"})
+    found = violations(bad_profile)["violations"]
+    assert [v["variable"] for v in found] == ["sglang_workload"]
+    assert "input_len 'long'" in found[0]["fix"]
+
+
+def test_the_reference_profile_proves_at_a_chat_workload(profile):
+    """A chat on a thinking model (the profile says where its lengths come from), measured by
+    SGLang's random-ids: prompts that miss the prefix cache."""
+    w = workloads.check(profile["workload"])
+    assert w["dataset"] == "random-ids" and w["output_len"] >= 512 and w["input_len"] > 1024
+    assert "sgl-project/sglang" in (ROLE / f"profiles/{PROFILE_NAME}.yml").read_text(encoding="utf-8")
