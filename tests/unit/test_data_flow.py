@@ -1,0 +1,221 @@
+"""Data that flows in the open (issue 46): every internal fact a task reads was set before it on
+the way from the entry point, or handed to the step by name where it is included.
+
+The walk follows each entry point of the roles in task order, into every import and include
+(a role's own files and other roles' `tasks_from`), and keeps the facts set so far (set_fact,
+register; a fact set under a condition counts as set) and the names handed in as `vars:` by
+the includes and blocks around a task. A fact a task reads is one its templates name, or one a
+role var they name reads (vars/main.yml, followed to the facts under it, so a lazy role var
+hides nothing). Reads that say they may be absent (`| default(...)`, `is defined`) and another
+host's facts (`hostvars[...]`, set by an earlier play) are not required. The header test
+(test_role_layout.py) lists each file's reads; this one checks that the flow provides them.
+"""
+
+import re
+import shutil
+
+import pytest
+import yaml
+
+from support import ROOT
+
+FACT = re.compile(r"\b__sglang_\w+")
+NAME = re.compile(r"\b[a-z_]\w*\b")
+# A read that allows the fact to be absent: `x | default(...)`, `x.y | default`, `x is defined`.
+OPTIONAL = re.compile(r"(__sglang_\w+)(?:\.\w+|\[[^\]]*\])*\s*(?:\|\s*default\b|is\s+(?:not\s+)?defined)")
+# The argument of default(): read only when what it stands in for is absent.
+DEFAULT_ARG = re.compile(r"default\(\s*(__sglang_\w+)")
+# Another host's facts (set by an earlier play): hostvars[h].x, map('extract', hostvars, 'x').
+ANOTHER_HOST = re.compile(r"hostvars\[[^\]]+\]\s*(?:\.|\[')\s*(__sglang_\w+)|hostvars,\s*'(__sglang_\w+)'")
+INCLUDES = ("ansible.builtin.import_tasks", "ansible.builtin.include_tasks")
+ROLE_INCLUDES = ("ansible.builtin.import_role", "ansible.builtin.include_role")
+# Keys of a task whose templates its own result may already feed (its register).
+AFTER = ("until", "changed_when", "failed_when")
+NESTED = ("block", "rescue", "always")
+
+
+def strings(node):
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield from strings(key)
+            yield from strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from strings(value)
+
+
+def role_vars(role, root=ROOT):
+    path = root / f"roles/{role}/vars/main.yml"
+    return yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def guarded(task):
+    """The facts a task's `when` allows to be absent: the task does not run without them."""
+    return {name for text in strings(task.get("when")) for name in OPTIONAL.findall(text)}
+
+
+def reads_of(texts, defs):
+    """The facts `texts` read and may not do without, through the lazy definitions in `defs`
+    ({name: template}: the role's vars, the vars of the includes and blocks around, the task's
+    own), each followed to the facts under it as Ansible evaluates it where it is used."""
+    required, seen = set(), set()
+    todo = list(texts)
+    while todo:
+        text = todo.pop()
+        maybe = {name for pair in ANOTHER_HOST.findall(text) for name in pair if name}
+        maybe |= set(OPTIONAL.findall(text)) | set(DEFAULT_ARG.findall(text))
+        for name in set(NAME.findall(text)) & set(defs):
+            if name not in seen:
+                seen.add(name)
+                todo += list(strings(defs[name]))
+        required |= {name for name in FACT.findall(text) if name not in defs and name not in maybe}
+    return required
+
+
+def set_names(task):
+    facts = task.get("ansible.builtin.set_fact")
+    names = {name for name in facts if name != "cacheable"} if isinstance(facts, dict) else set()
+    return names | ({task["register"]} if "register" in task else set())
+
+
+def own_texts(task):
+    """The templates a task evaluates itself: not its nested tasks, not the names it sets, not
+    the checks that read its own result, not its vars (lazy: read where they are used)."""
+    own = {key: value for key, value in task.items()
+           if key not in NESTED + AFTER + ("register", "vars")}
+    facts = own.get("ansible.builtin.set_fact")
+    if isinstance(facts, dict):
+        own["ansible.builtin.set_fact"] = list(facts.values())
+    if any(key in task for key in INCLUDES + ROLE_INCLUDES):
+        own = {key: value for key, value in own.items() if key not in INCLUDES + ROLE_INCLUDES}
+    return list(strings(own))
+
+
+class Flow:
+    """One entry point's walk: the reads no earlier task or include provided."""
+
+    def __init__(self, root=ROOT):
+        self.root, self.missing = root, []
+        self.lazy = {role: role_vars(role, root) for role in ROLES}
+
+    def entry(self, role, name):
+        """Walk entry point `name` of `role`; the reads found missing."""
+        self.file(role, f"{name}.yml", set(), self.lazy[role], [])
+        return self.missing
+
+    def file(self, role, rel, known, defs, trail):
+        path = self.root / f"roles/{role}/tasks/{rel}"
+        tasks = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+        return self.tasks(role, tasks, known, defs, trail + [f"{role}/{rel}"])
+
+    def tasks(self, role, tasks, known, defs, trail):
+        known = set(known)
+        for task in tasks:
+            known |= self.task(role, task, known, defs, trail)
+        return known
+
+    def task(self, role, task, known, defs, trail):
+        defs = {**defs, **(task.get("vars") or {})}
+        for fact in sorted(reads_of(own_texts(task), defs) - known - guarded(task)):
+            self.missing.append(f"{' > '.join(trail)}: {task.get('name', '?')!r} reads {fact}")
+        made = set_names(task)
+        for key in INCLUDES:
+            if key in task:
+                spec = task[key]
+                rel = spec["file"] if isinstance(spec, dict) else spec
+                # step.yml: one include whose file a var of its own names; every one is walked.
+                steps = defs.get("sglang_step_files", {})
+                choices = [steps[defs["sglang_step"]]] if "{{" in rel else [rel]
+                for one in choices:
+                    made |= self.file(role, one, known, defs, trail)
+        for key in ROLE_INCLUDES:
+            if key in task and task[key].get("tasks_from"):
+                other = task[key]["name"].split(".")[-1]
+                outside = {name: value for name, value in defs.items() if name not in self.lazy[role]}
+                made |= self.file(other, task[key]["tasks_from"] + ".yml", known,
+                                  {**self.lazy[other], **outside}, trail)
+        if any(key in task for key in NESTED):
+            body = self.tasks(role, task.get("block") or [], known, defs, trail)
+            rescue = self.tasks(role, task.get("rescue") or [], body, defs, trail)
+            made |= body | rescue | self.tasks(role, task.get("always") or [], body | rescue, defs, trail)
+        return made
+
+
+ROLES = ("sglang", "sglang_tune", "sglang_router")
+
+
+def entry_points():
+    """Every entry point but `step`, whose one step a caller names: it is walked, step by step
+    in the caller's order, from the sglang_tune role's."""
+    for role in ROLES:
+        specs = yaml.safe_load((ROOT / f"roles/{role}/meta/argument_specs.yml").read_text(encoding="utf-8"))
+        yield from ((role, name) for name in specs["argument_specs"] if name != "step")
+
+
+@pytest.mark.parametrize("role, entry", list(entry_points()))
+def test_every_fact_a_step_reads_was_set_before_it_or_handed_to_it(role, entry):
+    missing = Flow().entry(role, entry)
+    assert not missing, "\n".join(missing)
+
+
+def test_the_smoke_entry_point_without_the_env_it_predicts_in_is_caught(tmp_path):
+    """Issue 46's bug: playbooks/smoke.yml on a release without preflight.json predicted with a
+    role var (__sglang_env) that reads a fact only the deploy's host/read.yml sets. The include
+    now hands the step the env that serves; without that, the walk names the hidden read."""
+    shutil.copytree(ROOT / "roles", tmp_path / "roles")
+    smoke = tmp_path / "roles/sglang/tasks/smoke.yml"
+    handed = '  vars:\n    __sglang_env: {path: "{{ sglang_venv }}"}\n'
+    assert handed in smoke.read_text(encoding="utf-8")
+    smoke.write_text(smoke.read_text(encoding="utf-8").replace(handed, ""), encoding="utf-8")
+    missing = Flow(tmp_path).entry("sglang", "smoke")
+    assert missing and all(line.endswith("reads __sglang_prereqs") for line in missing), missing
+    assert any("sglang/smoke.yml > sglang/release/predict.yml" in line for line in missing)
+
+
+def written_facts():
+    """{fact: the files that set it (set_fact, register)}, over the roles and playbooks."""
+    paths = sorted(ROOT.glob("roles/*/tasks/**/*.yml"))
+    found = {}
+    for path in paths:
+        for task in every_task(yaml.safe_load(path.read_text(encoding="utf-8"))):
+            for name in set_names(task):
+                found.setdefault(name, set()).add(path.relative_to(ROOT).as_posix())
+    return found
+
+
+def every_task(tasks):
+    for task in tasks or []:
+        if isinstance(task, dict):
+            yield task
+            for key in NESTED:
+                yield from every_task(task.get(key))
+
+
+# Include parameters that still stand in for a fact of the same name (issue 46 asks for none):
+# the go-live path (service/go_live.yml and the proof under it) reads the release and whether
+# it restarted from facts the deploy sets, and a rollback hands it its own; renaming them into
+# the step's own inputs runs through every file under go_live.yml. Lower it, never raise it.
+SHADOWING = {
+    "__sglang_preflight": {"roles/sglang/tasks/proof/unchanged.yml"},
+    "__sglang_release_prepared": {"roles/sglang/tasks/proof/unchanged.yml",
+                                  "roles/sglang/tasks/rollback.yml",
+                                  "roles/sglang/tasks/rollback/undo.yml"},
+    "__sglang_restarted": {"roles/sglang/tasks/rollback.yml",
+                           "roles/sglang/tasks/rollback/automatic.yml",
+                           "roles/sglang/tasks/rollback/undo.yml"},
+}
+
+
+def test_no_include_parameter_stands_in_for_a_fact_beyond_the_ones_left():
+    facts = written_facts()
+    shadowing = {}
+    for path in sorted(ROOT.glob("roles/*/tasks/**/*.yml")):
+        for task in every_task(yaml.safe_load(path.read_text(encoding="utf-8"))):
+            for name in task.get("vars") or {}:
+                if name in facts:
+                    shadowing.setdefault(name, set()).add(path.relative_to(ROOT).as_posix())
+    print(f"include parameters standing in for a fact: {sum(map(len, shadowing.values()))} "
+          f"sites, {len(shadowing)} names: {sorted(shadowing)}")
+    assert shadowing == SHADOWING
