@@ -1,0 +1,175 @@
+#!/usr/bin/python
+# Copyright: sglang-deploy contributors
+# SPDX-License-Identifier: Apache-2.0
+"""Write one host's files of the observability pack where Prometheus and Grafana read them."""
+
+DOCUMENTATION = r"""
+module: sglang_prometheus_files
+short_description: Write a host's Prometheus target, alert rules and Grafana dashboard in one call
+description:
+  - Writes each file of O(files) under O(dir) whose content differs, whole or not at all (a temp
+    file in the same directory, renamed over the old one), mode 0644, and makes the directories
+    they sit in (0755). A directory or file that is a symlink is refused, never followed.
+  - A rules file (under C(rules/)) is checked with C(promtool check rules) before it replaces
+    the old one when O(promtool) names one (C(auto) finds it on C(PATH); none found, nothing
+    checked and the result says so): rules Prometheus would refuse never reach its directory.
+  - One call where a copy task per file, a directory task and a lookup of promtool took a
+    round trip each: a deploy re-run that changes nothing comes back sooner.
+  - Check mode writes nothing and says what would change; with C(--diff) it shows each change.
+options:
+  dir:
+    description: The pack's directory (its C(targets/), C(rules/) and C(dashboards/) are what
+      Prometheus's file-based discovery, its C(rule_files) and Grafana's provisioning read).
+    type: path
+    required: true
+  files:
+    description: Content by path relative to O(dir), each under C(targets/), C(rules/) or
+      C(dashboards/).
+    type: dict
+    required: true
+  promtool:
+    description: The promtool that checks the rules; C(auto) for the one on C(PATH), empty for
+      none.
+    type: str
+    default: ""
+notes:
+  - Not ansible.builtin.copy because the pack's three files, their directories and the promtool
+    lookup are one step: one round trip instead of six on every deploy, re-runs included.
+author:
+  - sglang-deploy maintainers (@sglang-deploy)
+"""
+
+EXAMPLES = r"""
+- name: Write this host's pack
+  sglang.deploy.sglang_prometheus_files:
+    dir: /etc/prometheus/sglang
+    promtool: auto
+    files:
+      targets/gpu1.json: "{{ pack.targets | to_nice_json }}\n"
+      rules/gpu1.rules.yml: "{{ pack.rules | to_nice_yaml }}"
+      dashboards/sglang.json: "{{ dashboard | to_nice_json }}\n"
+  register: pack_files
+"""
+
+RETURN = r"""
+written:
+  description: The files (relative to O(dir)) written, or that check mode would write.
+  type: list
+  elements: str
+  returned: always
+rules_changed:
+  description: Whether a rules file changed (Prometheus must reload to read it).
+  type: bool
+  returned: always
+promtool:
+  description: The promtool that checked the rules, or null when none did.
+  type: str
+  returned: always
+"""
+
+import os
+import shutil
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_files
+
+KINDS = ("targets", "rules", "dashboards")
+
+
+class PackError(Exception):
+    """A file the module must not write (says what to change)."""
+
+
+def _relative(name):
+    parts = str(name).split("/")
+    if len(parts) != 2 or parts[0] not in KINDS or parts[1] in ("", ".", "..") \
+            or any(c in parts[1] for c in "\0\n"):
+        raise PackError(f"files: {name!r} is not a file name under {', '.join(KINDS)}")
+    return parts[0], parts[1]
+
+
+def _no_link(path, what):
+    if os.path.islink(path):
+        raise PackError(f"{path} is a symlink: the {what} is refused, not followed (remove the link)")
+
+
+def _read(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def _promtool(wanted):
+    if wanted == "auto":
+        return shutil.which("promtool")
+    return wanted or None
+
+
+def plan(directory, files):
+    """[(kind, name, path, old, new)] for each file whose content differs."""
+    _no_link(directory, "pack directory")
+    todo = []
+    for name, content in sorted(files.items()):
+        kind, base = _relative(name)
+        _no_link(os.path.join(directory, kind), "pack directory")
+        path = os.path.join(directory, kind, base)
+        _no_link(path, "pack file")
+        old = _read(path)
+        if old != str(content) or (os.stat(path).st_mode & 0o777) != 0o644:  # old: it exists
+            todo.append((kind, f"{kind}/{base}", path, old, str(content)))
+    return todo
+
+
+def write(directory, todo, promtool, run_command):
+    """Write `todo`: directories first, a rules file only once promtool accepts it."""
+    for kind in sorted({kind for kind, *_rest in todo}):
+        os.makedirs(os.path.join(directory, kind), mode=0o755, exist_ok=True)
+        _no_link(os.path.join(directory, kind), "pack directory")
+    for kind, name, path, _old, new in todo:
+        def move(tmp, dest, kind=kind, name=name):
+            if kind == "rules" and promtool:
+                rc, out, err = run_command([promtool, "check", "rules", tmp])
+                if rc != 0:
+                    raise PackError(f"promtool refused {name} ({promtool} check rules): "
+                                    f"{(err or out).strip()[-2000:]}")
+            os.replace(tmp, dest)
+        sglang_files.write_atomic(path, new, mode=0o644, move=move)
+
+
+def run(params, check_mode, run_command):
+    todo = plan(params["dir"], params["files"])
+    promtool = _promtool(params["promtool"])
+    if todo and not check_mode:
+        write(params["dir"], todo, promtool, run_command)
+    names = [name for _kind, name, *_rest in todo]
+    return {"changed": bool(todo), "written": names,
+            "rules_changed": any(kind == "rules" for kind, *_rest in todo),
+            "promtool": promtool,
+            "diff": [{"before_header": os.path.join(params["dir"], name), "before": old or "",
+                      "after_header": os.path.join(params["dir"], name), "after": new}
+                     for _kind, name, _path, old, new in todo]}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "dir": {"type": "path", "required": True},
+            "files": {"type": "dict", "required": True},
+            "promtool": {"type": "str", "default": ""},
+        },
+        supports_check_mode=True,
+    )
+    try:
+        result = run(module.params, module.check_mode,
+                     lambda argv: module.run_command(argv, cwd="/"))
+    except (PackError, OSError) as exc:
+        module.fail_json(msg=str(exc))
+    if not module._diff:
+        result.pop("diff")
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""sglang_prometheus_files: a host's target, rules and dashboard written in one call, whole or not
+at all, the rules checked by promtool before they replace the old ones, never through a symlink."""
+
+import os
+import subprocess
+
+import pytest
+from support import load_module
+
+files = load_module("sglang_prometheus_files")
+PACK = {"targets/gpu1.json": '[{"targets": ["10.0.0.1:30000"]}]\n',
+        "rules/gpu1.rules.yml": "groups: []\n", "dashboards/sglang.json": "{}\n"}
+
+
+def promtool(tmp_path, rc=0, says=""):
+    """A promtool that exits `rc` saying `says`, and records what it checked."""
+    tool = tmp_path / "promtool"
+    tool.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/checked\necho '{says}' >&2\nexit {rc}\n")
+    tool.chmod(0o755)
+    return str(tool)
+
+
+def runner(argv):
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_the_pack_is_written_once_and_a_second_call_changes_nothing(tmp_path):
+    pack = tmp_path / "pack"
+    tool = promtool(tmp_path)
+    first = files.run({"dir": str(pack), "files": PACK, "promtool": tool}, False, runner)
+    assert first["changed"] and first["rules_changed"] and first["promtool"] == tool
+    assert sorted(first["written"]) == sorted(PACK)
+    for name, content in PACK.items():
+        assert (pack / name).read_text() == content
+        assert (pack / name).stat().st_mode & 0o777 == 0o644
+    assert (pack / "rules").stat().st_mode & 0o777 == 0o755
+    assert "check rules" in (tmp_path / "checked").read_text()
+    again = files.run({"dir": str(pack), "files": PACK, "promtool": tool}, False, runner)
+    assert not again["changed"] and not again["rules_changed"] and again["written"] == []
+    # Only the target changes: the rules are not checked nor reloaded again.
+    moved = dict(PACK, **{"targets/gpu1.json": "[]\n"})
+    third = files.run({"dir": str(pack), "files": moved, "promtool": tool}, False, runner)
+    assert third["written"] == ["targets/gpu1.json"] and not third["rules_changed"]
+
+
+def test_rules_promtool_refuses_never_replace_the_old_ones(tmp_path):
+    pack = tmp_path / "pack"
+    files.run({"dir": str(pack), "files": PACK, "promtool": ""}, False, runner)
+    bad = dict(PACK, **{"rules/gpu1.rules.yml": "groups: [oops\n"})
+    with pytest.raises(files.PackError, match="promtool refused rules/gpu1.rules.yml.*bad yaml"):
+        files.run({"dir": str(pack), "files": bad, "promtool": promtool(tmp_path, 1, "bad yaml")},
+                  False, runner)
+    assert (pack / "rules/gpu1.rules.yml").read_text() == "groups: []\n"
+    assert sorted(os.listdir(pack / "rules")) == ["gpu1.rules.yml"]  # no temp file left
+
+
+def test_check_mode_writes_nothing_and_shows_the_diff(tmp_path):
+    pack = tmp_path / "pack"
+    out = files.run({"dir": str(pack), "files": PACK, "promtool": "auto"}, True, runner)
+    assert out["changed"] and not pack.exists()
+    assert {d["after"] for d in out["diff"]} == set(PACK.values())
+
+
+@pytest.mark.parametrize("where", ["pack", "pack/rules", "pack/rules/gpu1.rules.yml"])
+def test_a_symlink_is_refused_never_followed(tmp_path, where):
+    (tmp_path / "pack/rules").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = tmp_path / where
+    if link.is_dir():
+        os.rename(link, tmp_path / "moved")
+    link.symlink_to(elsewhere if where != "pack/rules/gpu1.rules.yml" else elsewhere / "x")
+    with pytest.raises(files.PackError, match="is a symlink"):
+        files.run({"dir": str(tmp_path / "pack"), "files": PACK, "promtool": ""}, False, runner)
+    assert os.listdir(elsewhere) == []
+
+
+@pytest.mark.parametrize("name", ["gpu1.json", "etc/passwd", "rules/../x", "rules/", "rules/a/b"])
+def test_a_file_outside_the_packs_directories_is_refused(tmp_path, name):
+    with pytest.raises(files.PackError, match="is not a file name under targets, rules, dashboards"):
+        files.run({"dir": str(tmp_path), "files": {name: "x"}, "promtool": ""}, False, runner)
