@@ -16,7 +16,11 @@ description:
     textfile collector, replacing O(out) whole.
   - Then runs the check once, so the deploy shows it works. Fail closed; a record or a server
     it cannot read is C(unknown) with the reason (C(sglang_drift_check_success 0)), never a
-    clean bill.
+    clean bill. The directory of O(out) is made when it is missing (0755), never through a
+    symlink.
+  - With O(units), installs the systemd units that run it (each written whole when it differs,
+    C(@PYTHON@) in them replaced by the Python that runs this module, the one the check is
+    written for), reloads systemd when one changed, and enables and starts O(timer).
   - Check mode writes nothing and runs the check without publishing it.
 options:
   base_dir:
@@ -47,6 +51,28 @@ options:
     description: Seconds to wait for C(/server_info).
     type: float
     default: 10
+  units:
+    description: The systemd units that run the check (file names in O(units_dir)).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: The unit's file name.
+        type: str
+        required: true
+      content:
+        description: The unit file.
+        type: str
+        required: true
+  units_dir:
+    description: Where O(units) are written.
+    type: path
+    default: /etc/systemd/system
+  timer:
+    description: The timer unit of O(units) to enable and start.
+    type: str
+    default: ""
 notes:
   - Not a builtin because the check compares SGLang's resolution through the collection's own
     normalisation of C(/server_info) across 0.5.x versions, the one verification uses.
@@ -63,6 +89,12 @@ EXAMPLES = r"""
     secrets: /opt/sglang/secrets.json
     out: /var/lib/prometheus/node-exporter/sglang.prom
     dir: /opt/sglang/monitoring
+    units:
+      - name: sglang-drift.service
+        content: "{{ lookup('ansible.builtin.template', 'sglang-drift.service.j2') }}"
+      - name: sglang-drift.timer
+        content: "{{ lookup('ansible.builtin.template', 'sglang-drift.timer.j2') }}"
+    timer: sglang-drift.timer
   register: drift
 """
 
@@ -78,6 +110,11 @@ python:
 check:
   description: The check's result; C(ok) true (no drift), false (drift) or null (unknown).
   type: dict
+  returned: always
+units:
+  description: The units of O(units) written (or that check mode would write).
+  type: list
+  elements: str
   returned: always
 summary:
   description: One line for the play's output.
@@ -144,19 +181,69 @@ def install(directory, check_mode):
     return changed
 
 
-def run(params, check_mode):
+class DriftError(Exception):
+    """What the module must not do (says what to change)."""
+
+
+def textfile_dir(out, check_mode):
+    """Make the directory node_exporter reads (0755) when it is missing; a symlink there is
+    refused, never followed to chmod what it points at. Whether it was made."""
+    directory = os.path.dirname(out)
+    if os.path.islink(directory):
+        raise DriftError(f"{directory} is a symlink: the textfile directory is refused, not "
+                         "followed (remove the link)")
+    if os.path.isdir(directory):
+        return False
+    if not check_mode:
+        os.makedirs(directory, mode=0o755)
+        os.chmod(directory, 0o755)
+    return True
+
+
+def install_units(params, check_mode, systemctl):
+    """Write the units that differ (@PYTHON@: this interpreter), reload systemd when one did,
+    enable and start the timer. The names written, and whether the timer was started."""
+    written, timer = [], params.get("timer") or ""
+    for unit in sorted(params.get("units") or [], key=lambda u: u["name"]):
+        name, content = unit["name"], unit["content"]
+        if "/" in name or name in ("", ".", ".."):
+            raise DriftError(f"units: {name!r} is not a unit file name")
+        path = os.path.join(params.get("units_dir") or "/etc/systemd/system", name)
+        text = str(content).replace("@PYTHON@", sys.executable)
+        if _current(path) == text:
+            continue
+        written.append(name)
+        if not check_mode:
+            sglang_files.write_atomic(path, text, mode=0o644)
+    if check_mode or not timer:
+        return written, False
+    if written:
+        systemctl("daemon-reload")
+    started = systemctl("is-enabled", "--quiet", timer) != 0 \
+        or systemctl("is-active", "--quiet", timer) != 0
+    if started and systemctl("enable", "--now", timer) != 0:
+        raise DriftError(f"systemctl enable --now {timer} failed")
+    return written, started
+
+
+def run(params, check_mode, systemctl=None):
+    made_dir = textfile_dir(params["out"], check_mode)
     changed = install(params["dir"], check_mode)
     result = sglang_drift.check(params["base_dir"], params["url"], params["secrets"],
                                 params["timeout"])
     if not check_mode:
         sweep(os.path.dirname(params["out"]), OUT_TEMP, OUT_TEMP_AGE_S)
         sglang_drift.publish(params["out"], result, params["host"])
+    units, started = install_units(params, check_mode, systemctl)
     state = {True: "no drift", False: "DRIFT", None: "unknown"}[result["ok"]]
-    return {"changed": bool(changed), "program": os.path.join(params["dir"], "sglang_drift.py"),
-            "python": sys.executable, "check": result,
+    wrote = changed + units
+    return {"changed": bool(wrote or made_dir or started),
+            "program": os.path.join(params["dir"], "sglang_drift.py"),
+            "python": sys.executable, "check": result, "units": units,
             "summary": (f"drift check of release {result['release']}: {state}: {result['reason']}"
-                        + (f"; {'would write' if check_mode else 'wrote'} "
-                           f"{', '.join(changed)} in {params['dir']}" if changed else ""))}
+                        + (f"; {'would write' if check_mode else 'wrote'} {', '.join(wrote)}"
+                           if wrote else "")
+                        + (f"; started {params.get('timer')}" if started else ""))}
 
 
 def main():
@@ -169,12 +256,22 @@ def main():
             "out": {"type": "path", "required": True},
             "dir": {"type": "path", "required": True},
             "timeout": {"type": "float", "default": 10},
+            "units": {"type": "list", "elements": "dict", "default": [],
+                      "options": {"name": {"type": "str", "required": True},
+                                  "content": {"type": "str", "required": True}}},
+            "units_dir": {"type": "path", "default": "/etc/systemd/system"},
+            "timer": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )
+
+    def systemctl(*args):
+        return module.run_command([module.get_bin_path("systemctl", required=True), *args],
+                                  cwd="/")[0]
+
     try:
-        result = run(module.params, module.check_mode)
-    except OSError as exc:
+        result = run(module.params, module.check_mode, systemctl)
+    except (DriftError, OSError) as exc:
         module.fail_json(msg=f"drift check: {exc}")
     if result["check"]["ok"] is not True:
         module.warn(result["summary"])

@@ -7,14 +7,14 @@ DOCUMENTATION = r"""
 module: sglang_prometheus_files
 short_description: Write a host's Prometheus target, alert rules and Grafana dashboard in one call
 description:
-  - Writes each file of O(files) under O(dir) whose content differs, whole or not at all (a temp
+  - Writes each of the three files under O(dir) whose content differs, whole or not at all (a temp
     file in the same directory, renamed over the old one), mode 0644, and makes the directories
     they sit in (0755). A directory or file that is a symlink is refused, never followed.
   - A rules file (under C(rules/)) is checked with C(promtool check rules) before it replaces
-    the old one when O(promtool) names one (C(auto) finds it on C(PATH); none found, nothing
-    checked and the result says so): rules Prometheus would refuse never reach its directory.
+    the old one when O(promtool) names one (C(auto) finds it on C(PATH); with none found nothing
+    is checked, and the result says so). Rules Prometheus would refuse never reach its directory.
   - One call where a copy task per file, a directory task and a lookup of promtool took a
-    round trip each: a deploy re-run that changes nothing comes back sooner.
+    round trip each, so a deploy re-run that changes nothing comes back sooner.
   - Check mode writes nothing and says what would change; with C(--diff) it shows each change.
 options:
   dir:
@@ -22,10 +22,22 @@ options:
       Prometheus's file-based discovery, its C(rule_files) and Grafana's provisioning read).
     type: path
     required: true
-  files:
-    description: Content by path relative to O(dir), each under C(targets/), C(rules/) or
-      C(dashboards/).
-    type: dict
+  host:
+    description: The host the pack describes; its files are C(targets/<host>.json) and
+      C(rules/<host>.rules.yml).
+    type: str
+    required: true
+  target:
+    description: The content of C(targets/<host>.json) (file-based discovery).
+    type: str
+    required: true
+  rules:
+    description: The content of C(rules/<host>.rules.yml) (recording and alerting rules).
+    type: str
+    required: true
+  dashboard:
+    description: The content of C(dashboards/sglang.json) (one board for every host).
+    type: str
     required: true
   promtool:
     description: The promtool that checks the rules; C(auto) for the one on C(PATH), empty for
@@ -34,7 +46,7 @@ options:
     default: ""
 notes:
   - Not ansible.builtin.copy because the pack's three files, their directories and the promtool
-    lookup are one step: one round trip instead of six on every deploy, re-runs included.
+    lookup are one step, one round trip instead of six on every deploy, re-runs included.
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """
@@ -44,10 +56,10 @@ EXAMPLES = r"""
   sglang.deploy.sglang_prometheus_files:
     dir: /etc/prometheus/sglang
     promtool: auto
-    files:
-      targets/gpu1.json: "{{ pack.targets | to_nice_json }}\n"
-      rules/gpu1.rules.yml: "{{ pack.rules | to_nice_yaml }}"
-      dashboards/sglang.json: "{{ dashboard | to_nice_json }}\n"
+    host: gpu1
+    target: "{{ pack.targets | to_nice_json }}\n"
+    rules: "{{ pack.rules | to_nice_yaml }}"
+    dashboard: "{{ dashboard | to_nice_json }}\n"
   register: pack_files
 """
 
@@ -73,19 +85,17 @@ import shutil
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_files
 
-KINDS = ("targets", "rules", "dashboards")
-
 
 class PackError(Exception):
     """A file the module must not write (says what to change)."""
 
 
-def _relative(name):
-    parts = str(name).split("/")
-    if len(parts) != 2 or parts[0] not in KINDS or parts[1] in ("", ".", "..") \
-            or any(c in parts[1] for c in "\0\n"):
-        raise PackError(f"files: {name!r} is not a file name under {', '.join(KINDS)}")
-    return parts[0], parts[1]
+def pack_files(host, target, rules, dashboard):
+    """{relative name: content} of a host's pack; the host must be one plain file name."""
+    if not host or host in (".", "..") or any(c in host for c in "/\0\n"):
+        raise PackError(f"host {host!r}: the pack's file names are made from it (one name, no '/')")
+    return {f"targets/{host}.json": target, f"rules/{host}.rules.yml": rules,
+            "dashboards/sglang.json": dashboard}
 
 
 def _no_link(path, what):
@@ -112,7 +122,7 @@ def plan(directory, files):
     _no_link(directory, "pack directory")
     todo = []
     for name, content in sorted(files.items()):
-        kind, base = _relative(name)
+        kind, base = name.split("/")
         _no_link(os.path.join(directory, kind), "pack directory")
         path = os.path.join(directory, kind, base)
         _no_link(path, "pack file")
@@ -139,7 +149,8 @@ def write(directory, todo, promtool, run_command):
 
 
 def run(params, check_mode, run_command):
-    todo = plan(params["dir"], params["files"])
+    todo = plan(params["dir"], pack_files(params["host"], params["target"], params["rules"],
+                                          params["dashboard"]))
     promtool = _promtool(params["promtool"])
     if todo and not check_mode:
         write(params["dir"], todo, promtool, run_command)
@@ -156,7 +167,10 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "dir": {"type": "path", "required": True},
-            "files": {"type": "dict", "required": True},
+            "host": {"type": "str", "required": True},
+            "target": {"type": "str", "required": True},
+            "rules": {"type": "str", "required": True},
+            "dashboard": {"type": "str", "required": True},
             "promtool": {"type": "str", "default": ""},
         },
         supports_check_mode=True,

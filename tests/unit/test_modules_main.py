@@ -408,15 +408,15 @@ def test_drift_without_a_release_publishes_unknown_and_warns(tmp_path):
     assert 'sglang_drift_check_success{sglang_host="gpu1",release=""} 0' in out.read_text()
 
 
-def test_prometheus_files_writes_the_pack_and_refuses_a_path_outside_it(tmp_path):
-    pack = {"targets/gpu1.json": "[]\n", "rules/gpu1.rules.yml": "groups: []\n"}
-    result, code = run("sglang_prometheus_files", {"dir": str(tmp_path), "files": pack})
+def test_prometheus_files_writes_the_pack_and_refuses_a_host_that_climbs_out(tmp_path):
+    pack = {"host": "gpu1", "target": "[]\n", "rules": "groups: []\n", "dashboard": "{}\n"}
+    result, code = run("sglang_prometheus_files", {"dir": str(tmp_path), **pack})
     assert code == 0 and result["changed"] and result["rules_changed"], result
     assert result["promtool"] is None and (tmp_path / "rules/gpu1.rules.yml").read_text() == "groups: []\n"
-    again, code = run("sglang_prometheus_files", {"dir": str(tmp_path), "files": pack})
+    again, code = run("sglang_prometheus_files", {"dir": str(tmp_path), **pack})
     assert code == 0 and not again["changed"], again
-    refused, code = run("sglang_prometheus_files", {"dir": str(tmp_path), "files": {"../x": "y"}})
-    assert code == 1 and "is not a file name under targets, rules, dashboards" in refused["msg"]
+    refused, code = run("sglang_prometheus_files", {"dir": str(tmp_path), **pack, "host": "../x"})
+    assert code == 1 and "the pack's file names are made from it" in refused["msg"]
 
 
 def test_serving_bench_measures_a_level_and_keeps_the_key_out_of_its_output(standin):

@@ -8,6 +8,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from support import free_port, load_module
 
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_drift as drift
@@ -136,6 +138,52 @@ def test_the_module_installs_the_program_the_timer_runs_and_it_runs_alone(standi
     assert 'setting="attention_backend",recorded="flashinfer",live="triton"} 1' in out.read_text()
     assert oct(out.stat().st_mode & 0o777) == "0o644"
     assert [n for n in os.listdir(tmp_path) if n.startswith(".sglang-drift.")] == []
+
+
+def test_the_module_installs_its_units_and_starts_the_timer_once(standin, tmp_path):
+    """The units (the module's Python in ExecStart), a systemd reload only when one changed, the
+    timer enabled and started only when it is not: a second run changes nothing."""
+    url, engine = standin(**ARGS)
+    (tmp_path / "base").mkdir()
+    base = released(tmp_path / "base", engine.server_info())
+    units = tmp_path / "units"
+    units.mkdir()
+    state, calls = {"enabled": False}, []
+
+    def systemctl(*args):
+        calls.append(args)
+        if args[0] == "enable":
+            state["enabled"] = True
+        return 0 if args[0] not in ("is-enabled", "is-active") or state["enabled"] else 1
+
+    params = {"base_dir": base, "url": url, "host": "gpu1", "secrets": "", "timeout": 10,
+              "out": str(tmp_path / "textfile" / "sglang.prom"), "dir": str(tmp_path / "monitoring"),
+              "units": [{"name": "sglang-drift.timer", "content": "[Timer]\n"},
+                        {"name": "sglang-drift.service", "content": "ExecStart=@PYTHON@ -B x\n"}],
+              "units_dir": str(units), "timer": "sglang-drift.timer"}
+    planned = module.run(params, True, systemctl)
+    assert planned["changed"] and calls == [] and not (tmp_path / "textfile").exists()
+    first = module.run(params, False, systemctl)
+    assert first["changed"] and first["units"] == ["sglang-drift.service", "sglang-drift.timer"]
+    assert (units / "sglang-drift.service").read_text() == f"ExecStart={sys.executable} -B x\n"
+    assert oct((tmp_path / "textfile").stat().st_mode & 0o777) == "0o755"
+    assert calls[0] == ("daemon-reload",) and ("enable", "--now", "sglang-drift.timer") in calls
+    calls.clear()
+    again = module.run(params, False, systemctl)
+    assert not again["changed"] and again["units"] == [] and ("daemon-reload",) not in calls
+    assert not any(call[0] == "enable" for call in calls)
+
+
+def test_a_symlinked_textfile_directory_is_refused_not_followed(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (tmp_path / "textfile").symlink_to(elsewhere)
+    params = {"base_dir": str(tmp_path), "url": f"http://127.0.0.1:{free_port()}", "host": "gpu1",
+              "secrets": "", "timeout": 1, "out": str(tmp_path / "textfile" / "sglang.prom"),
+              "dir": str(tmp_path / "monitoring")}
+    with pytest.raises(module.DriftError, match="is a symlink"):
+        module.run(params, False)
+    assert oct(elsewhere.stat().st_mode & 0o777) == "0o700" and os.listdir(elsewhere) == []
 
 
 def test_what_a_cut_run_left_is_swept_but_not_a_timer_runs_write_in_progress(tmp_path):
