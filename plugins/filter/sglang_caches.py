@@ -13,7 +13,9 @@ def sglang_unit_hub_env(model_path):
     may not have). A hub id gets nothing. sglang_env can still set HF_HUB_OFFLINE itself.
 
     Args:
-        model_path: the server's model-path (a local directory or a hub id).
+        model_path (str): the server's model-path (a local directory or a hub id).
+    Returns:
+        list of str: the unit's Environment= line, or no line for a hub id.
     """
     path = str(model_path or "")
     return ["Environment=HF_HUB_OFFLINE=1"] if os.path.isabs(path) else []

@@ -68,8 +68,11 @@ def sglang_fleet_unread(hosts, unchanged):
     """The hosts whose release this run does not know yet: the others need no read.
 
     Args:
-        hosts: every host of the rollout, in order (ansible_play_hosts_all).
-        unchanged: one boolean per host: this run found it unchanged (and read its release).
+        hosts (list of str): every host of the rollout, in order (ansible_play_hosts_all).
+        unchanged (list of bool): one boolean per host: this run found it unchanged (and read its
+            release).
+    Returns:
+        list of str: those of hosts not found unchanged, in order.
     """
     return [host for host, run in _aligned(hosts, unchanged=unchanged).items()
             if not run["unchanged"]]
@@ -99,15 +102,18 @@ def sglang_fleet_report(read, hosts, failed, unchanged, prepared, planned):
     """Lines of the fleet's table: host, release it serves, status, sglang version, this run.
 
     Args:
-        read: the loop results of sglang_release state=info on the hosts sglang_fleet_unread
-            named.
-        hosts: every host of the rollout, in order (ansible_play_hosts_all).
-        failed: one boolean per host: its deploy failed in this run (and was rolled back).
-        unchanged: one boolean per host: this run found it unchanged.
-        prepared: one value per host: the release this run prepared on it, none where it
+        read (list of dict): the loop results of sglang_release state=info on the hosts
+            sglang_fleet_unread named.
+        hosts (list of str): every host of the rollout, in order (ansible_play_hosts_all).
+        failed (list of bool): one boolean per host: its deploy failed in this run (and was rolled
+            back).
+        unchanged (list of bool): one boolean per host: this run found it unchanged.
+        prepared (list): one value per host: the release this run prepared on it, none where it
             prepared none.
-        planned: one value per host: the current release and manifest this run read on it
-            (sglang_release_plan's answer), or empty.
+        planned (list of dict): one value per host: the current release and manifest this run read
+            on it (sglang_release_plan's answer), or empty.
+    Returns:
+        list of str: a head line (hosts, release contents), the header, one row per host.
     """
     return sglang_fleet_table(sglang_fleet_merge(read, hosts, planned),
                               sglang_fleet_outcomes(hosts, failed, unchanged, prepared))

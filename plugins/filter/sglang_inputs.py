@@ -60,14 +60,16 @@ def sglang_host_inputs(facts, args, env=None, fetching=False):
     deploy fetches (`fetching`) is not there yet: the fetch checks it once it is.
 
     Args:
-        facts: what sglang_facts read on the host before the lock (__sglang_host_facts):
-            its GPUs and the model directory with its config.json, a mapping.
-        args: the rendered server arguments (__sglang_server_config), dashed: tp-size and
+        facts (dict): what sglang_facts read on the host before the lock (__sglang_host_facts): its
+            GPUs and the model directory with its config.json, a mapping.
+        args (dict): the rendered server arguments (__sglang_server_config), dashed: tp-size and
             model-path are read.
-        env: the server's environment (__sglang_server_env): its CUDA_VISIBLE_DEVICES picks
+        env (dict): the server's environment (__sglang_server_env): its CUDA_VISIBLE_DEVICES picks
             the GPUs counted.
-        fetching: true when the deploy fetches the checkpoint (sglang_model_fetch set): the
+        fetching (bool): true when the deploy fetches the checkpoint (sglang_model_fetch set): the
             model directory is then not checked.
+    Returns:
+        dict: {ok, failures}: ok when nothing failed, each failure naming the variable and the fix.
     """
     if not isinstance(facts, dict) or not isinstance(args, dict):
         raise AnsibleFilterError("sglang_host_inputs: facts and args must be mappings")

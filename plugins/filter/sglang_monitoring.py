@@ -352,15 +352,18 @@ def sglang_monitoring_pack(release, target, floors=None, settings=None):
     and `thresholds` says so: a threshold comes only from a figure the release recorded.
 
     Args:
-        release: the serving release's manifest: the entry of sglang_release state=info's
+        release (dict): the serving release's manifest: the entry of sglang_release state=info's
             releases whose id is current (its id, workload_proof, smoke, sglang_version, profile).
-        target: {host, address, labels}: the role passes inventory_hostname and the host:port
-            Prometheus scrapes; labels, optional, are added to the target's.
-        floors: {min_decode_tok_s, max_ttft_ms}: sglang_smoke_min_decode_tok_s and
+        target (dict): {host, address, labels}: the role passes inventory_hostname and the
+            host:port Prometheus scrapes; labels, optional, are added to the target's.
+        floors (dict): {min_decode_tok_s, max_ttft_ms}: sglang_smoke_min_decode_tok_s and
             sglang_smoke_max_ttft_ms, else the profile's smoke ones; a null one adds no rule.
-        settings: the sglang_monitoring_* tuning: {for, window, tolerance, ttft_factor,
-            itl_factor, accept_fraction, kv_usage, drift_interval_s, availability,
-            runbook_url}, every key required.
+        settings (dict): the sglang_monitoring_* tuning: {for, window, tolerance, ttft_factor,
+            itl_factor, accept_fraction, kv_usage, drift_interval_s, availability, runbook_url},
+            every key required.
+    Returns:
+        dict: {targets, rules, thresholds}: Prometheus file-based discovery targets, rule groups,
+            and what each threshold comes from.
     """
     if not isinstance(release, dict) or not release.get("id"):
         raise AnsibleFilterError("sglang_monitoring_pack: no serving release (current names none)")
@@ -422,7 +425,10 @@ def sglang_monitoring_dashboard(window="5m"):
     the `sglang_host` variable.
 
     Args:
-        window: the range of the live rates (sglang_monitoring_window), a Prometheus duration.
+        window (str): the range of the live rates (sglang_monitoring_window), a Prometheus
+            duration.
+    Returns:
+        dict: the dashboard's JSON model (Grafana provisioning).
     """
     sel = f'job="{JOB}",sglang_host=~"$sglang_host"'
     host = 'sglang_host=~"$sglang_host"'
@@ -489,13 +495,16 @@ def sglang_monitoring_router_pack(host, address, duration="2m", availability=0.9
     a running sglang-router 0.3.2: `smg_http_responses_total{status_code, error_code}`).
 
     Args:
-        host: the router's inventory name (inventory_hostname), the label of its target and rule.
-        address: the host:port Prometheus scrapes the router's /metrics at
+        host (str): the router's inventory name (inventory_hostname), the label of its target and
+            rule.
+        address (str): the host:port Prometheus scrapes the router's /metrics at
             (sglang_router_monitoring_address, else sglang_router_prometheus_host and port).
-        duration: how long a condition must hold before its alert fires (the rules' `for`).
-        availability: the share of the router's answers that must not be 5xx
+        duration (str): how long a condition must hold before its alert fires (the rules' `for`).
+        availability (float): the share of the router's answers that must not be 5xx
             (sglang_router_monitoring_availability).
-        runbook_url: each alert's runbook_url is this, `#` and its name in lower case.
+        runbook_url (str): each alert's runbook_url is this, `#` and its name in lower case.
+    Returns:
+        dict: {targets, rules}: the router's Prometheus target and its rule groups.
     """
     host = str(host)
     if not 0 < float(availability) < 1:

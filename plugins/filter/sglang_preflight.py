@@ -519,19 +519,22 @@ def sglang_preflight(facts, args, env=None, expect=None, strict=False, resolutio
     import sglang fails (the server would fail the same way).
 
     Args:
-        facts: what sglang_facts read on the host (SGLang's sources, the model, the GPUs,
+        facts (dict): what sglang_facts read on the host (SGLang's sources, the model, the GPUs,
             NCCL).
-        args: the server arguments (SGLang's option names without --) the release runs with.
-        env: the server's environment variables.
-        expect: the operator's expectations (sglang_expect merged over the profile's).
-        strict: refuse every warning and unknown too, not only failures.
-        resolution: what sglang_resolve returned (SGLang's own resolution), none when it did
+        args (dict): the server arguments (SGLang's option names without --) the release runs with.
+        env (dict): the server's environment variables.
+        expect (dict): the operator's expectations (sglang_expect merged over the profile's).
+        strict (bool): refuse every warning and unknown too, not only failures.
+        resolution (dict): what sglang_resolve returned (SGLang's own resolution), none when it did
             not run.
-        api_key_set: whether the server gets an API key (its row, without the key).
-        args_check: what sglang_args_check returned, the flag check when resolution could not
-            run.
-        import_must_work: the release runs sglang.launch_server: an ml-env that cannot import
-            sglang fails.
+        api_key_set (bool): whether the server gets an API key (its row, without the key).
+        args_check (dict): what sglang_args_check returned, the flag check when resolution could
+            not run.
+        import_must_work (bool): the release runs sglang.launch_server: an ml-env that cannot
+            import sglang fails.
+    Returns:
+        dict: the verdict, {sglang_version, resolved_by, rows, verdict, ok, failures, warnings,
+            unknowns, ...}.
     """
     if not isinstance(facts, dict) or not isinstance(args, dict):
         raise AnsibleFilterError("sglang_preflight: facts and args must be mappings")
@@ -726,7 +729,10 @@ def sglang_preflight_table(verdict):
     """The verdict as a fixed-width table for the play output.
 
     Args:
-        verdict: preflight's verdict (sglang_preflight's answer: its rows, failures, unknowns).
+        verdict (dict): preflight's verdict (sglang_preflight's answer: its rows, failures,
+            unknowns).
+    Returns:
+        list of str: a head line, one line per row, then what SGLang changed.
     """
     def cell(value):
         if isinstance(value, dict):  # speculative: "EAGLE 3/1/4" (steps/topk/draft tokens)
@@ -774,8 +780,11 @@ def sglang_described_gpus(description):
     memory_mib, compute_capability, link (nvidia-smi's code for every pair, default PHB)}.
 
     Args:
-        description: sglang_gpus, a mapping with count, name, memory_mib, compute_capability
+        description (dict): sglang_gpus, a mapping with count, name, memory_mib, compute_capability
             and optionally link.
+    Returns:
+        dict: GPU facts shaped like sglang_facts' gpus: {present, described, count, devices, links,
+            p2p}.
     """
     # The same check as the resolution's (one validator): count in range before any row.
     problem = check_gpus(description, complete=False)

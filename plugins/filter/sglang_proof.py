@@ -19,10 +19,13 @@ def sglang_proof_gate(proof, baseline=None, tolerance=0.10, regressions="refuse"
     `unknowns`: no figure stands in for one not measured the same way.
 
     Args:
-        proof: what sglang_serving_bench returned (or its record).
-        baseline: the record of the proof of the release to compare with (none or empty: none).
-        tolerance: the fraction by which the capacity or a level's tok/s may fall behind.
-        regressions: refuse (a deploy) or warn (a rollback): what a regression does.
+        proof (dict): what sglang_serving_bench returned (or its record).
+        baseline (dict): the record of the proof of the release to compare with (none or empty:
+            none).
+        tolerance (float): the fraction by which the capacity or a level's tok/s may fall behind.
+        regressions (str): refuse (a deploy) or warn (a rollback): what a regression does.
+    Returns:
+        dict: {ok, failures, warnings, unknowns, table}; table is a list of lines.
     """
     if regressions not in ("refuse", "warn"):
         raise AnsibleFilterError(f"sglang_proof_gate: regressions is 'refuse' or 'warn', got "

@@ -53,7 +53,12 @@ def sglang_unit_check(settings):
     lines. Returns the mapping unchanged.
 
     Args:
-        settings: {variable name: value} of the variables the unit and launch files use.
+        settings (dict): {variable name: value} of the variables the unit and launch files use.
+    Returns:
+        dict: the settings unchanged (a value that cannot go in the unit is refused).
+    Example:
+        {{ {'sglang_service_user': 'sglang', 'sglang_venv': '/opt/ml-env'}
+           | sglang.deploy.sglang_unit_check }}
     """
     settings = plain(settings)
     if not isinstance(settings, dict):
@@ -85,9 +90,14 @@ def sglang_profile_check(profile, name="sglang_profile"):
     """Validate the shape of a profile mapping; returns it unchanged.
 
     Args:
-        profile: the profile as loaded: sglang_profile when it is a mapping, else
+        profile (dict): the profile as loaded: sglang_profile when it is a mapping, else
             roles/sglang/profiles/<sglang_profile>.yml read as YAML.
-        name: what the error messages call the profile; the role leaves the default.
+        name (str): what the error messages call the profile; the role leaves the default.
+    Returns:
+        dict: the profile unchanged (a malformed one is refused).
+    Example:
+        {{ {'model': {'path': '/models/Qwen3-8B'}, 'args': {'tp-size': 1}}
+           | sglang.deploy.sglang_profile_check }}
     """
     if not isinstance(profile, dict):
         raise AnsibleFilterError(f"{name}: a profile is a mapping, got {type(profile).__name__}")
@@ -118,17 +128,20 @@ def sglang_server_config(profile, overrides=None, model_path="", model_revision=
     the overrides name it (they win, `null` included).
 
     Args:
-        profile: the profile as loaded (a mapping, checked by sglang_profile_check).
-        overrides: sglang_server_args: SGLang arguments over the profile's args; a null value
-            removes one.
-        model_path: sglang_model_path: replaces the profile's model.path (empty: the
+        profile (dict): the profile as loaded (a mapping, checked by sglang_profile_check).
+        overrides (dict): sglang_server_args: SGLang arguments over the profile's args; a null
+            value removes one.
+        model_path (str): sglang_model_path: replaces the profile's model.path (empty: the
             profile's).
-        model_revision: sglang_model_revision: replaces the profile's model.revision (empty:
+        model_revision (str): sglang_model_revision: replaces the profile's model.revision (empty:
             the profile's).
-        host: sglang_host: the address the server listens on.
-        port: sglang_port: a TCP port (digits as a string too).
-        metrics: sglang_enable_metrics: add enable-metrics unless the profile or the overrides
-            name it.
+        host (str): sglang_host: the address the server listens on.
+        port (int): sglang_port: a TCP port (digits as a string too).
+        metrics (bool): sglang_enable_metrics: add enable-metrics unless the profile or the
+            overrides name it.
+    Returns:
+        dict: {argument: value}, dashed: model-path, revision, served-model-name, host, port first,
+            then the profile's and the overrides'.
     """
     sglang_profile_check(profile)
     overrides = overrides or {}
@@ -207,7 +220,9 @@ def sglang_config_yaml(args):
     """The release's config.yaml: dashed keys, stable order, for `--config PATH`.
 
     Args:
-        args: the server's arguments, SGLang's option names without `--`.
+        args (dict): the server's arguments, SGLang's option names without `--`.
+    Returns:
+        str: the YAML text of config.yaml, a comment line first.
     """
     header = "# Rendered by sglang-deploy. Passed to SGLang as --config PATH; edit the inventory.\n"
     return header + yaml.safe_dump(plain(dict(args)), default_flow_style=False, sort_keys=False)
@@ -217,8 +232,11 @@ def sglang_env_merge(profile, overrides=None):
     """Profile env, then the operator's sglang_env (a null value removes a variable).
 
     Args:
-        profile: the profile as loaded (its env: mapping, if any).
-        overrides: sglang_env: variables that replace the profile's; a null value removes one.
+        profile (dict): the profile as loaded (its env: mapping, if any).
+        overrides (dict): sglang_env: variables that replace the profile's; a null value removes
+            one.
+    Returns:
+        dict: {NAME: value}, every value a single-line string.
     """
     sglang_profile_check(profile)
     merged = {}
@@ -241,9 +259,11 @@ def sglang_expect_merge(profile, overrides=None):
     """The profile's expectations, then the operator's sglang_expect (a null value removes one).
 
     Args:
-        profile: the profile as loaded (its expect: mapping, if any).
-        overrides: sglang_expect: expectations that replace the profile's; a null value
+        profile (dict): the profile as loaded (its expect: mapping, if any).
+        overrides (dict): sglang_expect: expectations that replace the profile's; a null value
             removes one.
+    Returns:
+        dict: the expectations, {setting: expected}.
     """
     merged = dict(profile.get("expect") or {})
     if not isinstance(overrides or {}, dict):
@@ -260,7 +280,9 @@ def sglang_env_file(env):
     """A systemd EnvironmentFile: one NAME="value" per line, sorted, escaped.
 
     Args:
-        env: the server's environment, {NAME: value}.
+        env (dict): the server's environment, {NAME: value}.
+    Returns:
+        str: the file's text, a comment line first, one NAME="value" line per variable.
     """
     lines = ["# Rendered by sglang-deploy: environment of the SGLang server."]
     for name in sorted(env):
@@ -273,10 +295,12 @@ def sglang_pip_args(index_url="", extra_index_urls=None, wheelhouse="", no_index
     """pip options for online installs, private indexes or an offline wheelhouse.
 
     Args:
-        index_url: sglang_pip_index_url: the index in place of PyPI (empty: pip's default).
-        extra_index_urls: sglang_pip_extra_index_urls: more indexes to search.
-        wheelhouse: the directory of wheels on the host (--find-links).
-        no_index: install from the wheelhouse alone (--no-index); refused without one.
+        index_url (str): sglang_pip_index_url: the index in place of PyPI (empty: pip's default).
+        extra_index_urls (list of str): sglang_pip_extra_index_urls: more indexes to search.
+        wheelhouse (path): the directory of wheels on the host (--find-links).
+        no_index (bool): install from the wheelhouse alone (--no-index); refused without one.
+    Returns:
+        str: the pip options, space-separated (empty: none).
     """
     extra_index_urls = extra_index_urls or []
     if no_index and not wheelhouse:
@@ -319,12 +343,15 @@ def sglang_unit_hardening(hardening, paths=(), cache_dir="", read_write_paths=()
     `read_write_paths`.
 
     Args:
-        hardening: sglang_service_hardening: systemd sandboxing settings, a mapping (empty:
+        hardening (dict): sglang_service_hardening: systemd sandboxing settings, a mapping (empty:
             none).
-        paths: the ml-env, model and base directory, which decide ProtectHome.
-        cache_dir: the service user's cache directory, the one writable place SGLang's caches
-            move to.
-        read_write_paths: sglang_service_read_write_paths: more places the service may write.
+        paths (list of path): the ml-env, model and base directory, which decide ProtectHome.
+        cache_dir (path): the service user's cache directory, the one writable place SGLang's
+            caches move to.
+        read_write_paths (list of path): sglang_service_read_write_paths: more places the service
+            may write.
+    Returns:
+        list of str: the unit's Key=value lines (none when the hardening is empty).
     """
     hardening = {} if hardening is None else plain(hardening)
     if not isinstance(hardening, dict):
@@ -375,13 +402,16 @@ def sglang_multinode(hosts, host, hostvars, port=50000, nccl_env=None):
     interface names and HCAs).
 
     Args:
-        hosts: the nodes, groups[sglang_nodes_group] in inventory order (empty or one host: a
-            single node).
-        host: this host's inventory name (inventory_hostname).
-        hostvars: Ansible's hostvars, for rank 0's sglang_advertise_host or ansible_host.
-        port: sglang_dist_init_port: the port of the dist-init address on rank 0.
-        nccl_env: sglang_nccl_env: this host's NCCL_*/GLOO_*/UCX_*/TP_SOCKET_* variables, a
+        hosts (list of str): the nodes, groups[sglang_nodes_group] in inventory order (empty or one
+            host: a single node).
+        host (str): this host's inventory name (inventory_hostname).
+        hostvars (dict): Ansible's hostvars, for rank 0's sglang_advertise_host or ansible_host.
+        port (int): sglang_dist_init_port: the port of the dist-init address on rank 0.
+        nccl_env (dict): sglang_nccl_env: this host's NCCL_*/GLOO_*/UCX_*/TP_SOCKET_* variables, a
             mapping.
+    Returns:
+        dict: {nnodes, node_rank, rank0, args, env}: args the server's nnodes, node-rank and
+            dist-init-addr (none on a single node), env the NCCL variables as strings.
     """
     hosts = [str(h) for h in plain(hosts or [])]
     nccl_env = plain(nccl_env or {})
@@ -412,9 +442,11 @@ def sglang_secrets_json(api_key="", admin_api_key=""):
     quote a key.
 
     Args:
-        api_key: sglang_api_key, the key clients send (empty: none).
-        admin_api_key: sglang_admin_api_key, the key of SGLang's admin endpoints (empty:
+        api_key (str): sglang_api_key, the key clients send (empty: none).
+        admin_api_key (str): sglang_admin_api_key, the key of SGLang's admin endpoints (empty:
             none).
+    Returns:
+        str: the JSON text of the secrets file, {api-key, admin-api-key} as set.
     """
     secrets = {}
     for variable, arg, value in (("sglang_api_key", "api-key", api_key),
@@ -438,7 +470,9 @@ def sglang_connect_host(host):
     """Where a client on the host itself reaches a server bound to `host`.
 
     Args:
-        host: the address the server binds (sglang_host, sglang_router_host).
+        host (str): the address the server binds (sglang_host, sglang_router_host).
+    Returns:
+        str: the address to connect to: the loopback for a wildcard, an IPv6 one in brackets.
     """
     if host in ("0.0.0.0", "", None):
         return "127.0.0.1"
@@ -690,20 +724,23 @@ def sglang_input_violations(inputs, profile=None, profiles=None, args_given=None
     <redacted>, and scrubbed from the messages.
 
     Args:
-        inputs: the role variables the checks read, by name: {sglang_profile, sglang_port,
+        inputs (dict): the role variables the checks read, by name: {sglang_profile, sglang_port,
             sglang_server_args, sglang_env, sglang_api_key, ...}, as the role's
             inputs/render_args.yml passes them.
-        profile: the profile as loaded: sglang_profile when it is a mapping, else
-            roles/sglang/profiles/<sglang_profile>.yml read as YAML (none when there is no
-            such file).
-        profiles: the names of the role's profiles (none: the name is not checked).
-        args_given: the server's arguments when the caller gives them (a tuner's candidate, an
-            upgrade's serving release): sglang_server_args is then not rendered nor checked.
-        nodes: the hosts of sglang_nodes_group in inventory order (empty for one host; none when
-            the inventory has no such group).
-        batch: the hosts of this rollout batch (ansible_play_batch; none: not checked).
-        host: this host's inventory name (inventory_hostname).
-        hostvars: Ansible's hostvars, for rank 0's sglang_advertise_host or ansible_host.
+        profile (dict): the profile as loaded: sglang_profile when it is a mapping, else
+            roles/sglang/profiles/<sglang_profile>.yml read as YAML (none when there is no such
+            file).
+        profiles (list of str): the names of the role's profiles (none: the name is not checked).
+        args_given (dict): the server's arguments when the caller gives them (a tuner's candidate,
+            an upgrade's serving release): sglang_server_args is then not rendered nor checked.
+        nodes (list of str): the hosts of sglang_nodes_group in inventory order (empty for one
+            host; none when the inventory has no such group).
+        batch (list of str): the hosts of this rollout batch (ansible_play_batch; none: not
+            checked).
+        host (str): this host's inventory name (inventory_hostname).
+        hostvars (dict): Ansible's hostvars, for rank 0's sglang_advertise_host or ansible_host.
+    Returns:
+        dict: {ok, violations}: each violation {variable, value, fix, text}.
     """
     inputs = plain(inputs)
     if not isinstance(inputs, dict):

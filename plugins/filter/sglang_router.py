@@ -24,9 +24,11 @@ def sglang_router_worker_url(host, hostvars):
     """http://<sglang_advertise_host, ansible_host or the name>:<sglang_port> of a replica.
 
     Args:
-        host: the replica's inventory name.
-        hostvars: Ansible's hostvars, for that host's inventory inputs (sglang_advertise_host,
-            ansible_host, sglang_port).
+        host (str): the replica's inventory name.
+        hostvars (dict): Ansible's hostvars, for that host's inventory inputs
+            (sglang_advertise_host, ansible_host, sglang_port).
+    Returns:
+        str: the replica's URL, http://address:port.
     """
     port = hostvars[host].get("sglang_port") or 30000
     return f"http://{advertised_address(host, hostvars)}:{int(port)}"
@@ -46,15 +48,17 @@ def sglang_router_argv(workers, host="127.0.0.1", port=30000, policy="cache_awar
     """The router's arguments as a list of tokens (its api key is never one of them).
 
     Args:
-        workers: the replicas' URLs (sglang_router_worker_url of each host of
+        workers (list of str): the replicas' URLs (sglang_router_worker_url of each host of
             sglang_router_replica_group), at least one.
-        host: sglang_router_host: the address the router listens on.
-        port: sglang_router_port: the port the router listens on.
-        policy: sglang_router_policy: the router's load-balancing policy.
-        prometheus_host: sglang_router_prometheus_host: where the router serves its metrics.
-        prometheus_port: sglang_router_prometheus_port: the port of its metrics.
-        extra: sglang_router_args: more router arguments, a mapping (true: a bare flag, false
-            or null: left out, a list: several values); none the role sets itself.
+        host (str): sglang_router_host: the address the router listens on.
+        port (int): sglang_router_port: the port the router listens on.
+        policy (str): sglang_router_policy: the router's load-balancing policy.
+        prometheus_host (str): sglang_router_prometheus_host: where the router serves its metrics.
+        prometheus_port (int): sglang_router_prometheus_port: the port of its metrics.
+        extra (dict): sglang_router_args: more router arguments, a mapping (true: a bare flag,
+            false or null: left out, a list: several values); none the role sets itself.
+    Returns:
+        list of str: the router's command line after the program, one token each.
     """
     workers = plain(workers or [])
     if not workers:

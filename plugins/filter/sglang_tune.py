@@ -51,14 +51,17 @@ def sglang_tune_plan(spec, base_args, base_env=None):
     of every candidate's key, so that a result measured otherwise is never resumed.
 
     Args:
-        spec: the tuning settings, shaped as above: the space and constraints
+        spec (dict): the tuning settings, shaped as above: the space and constraints
             (sglang_tune_space, sglang_tune_constraints, else the profile's tune:),
             sglang_tune_objective, the sglang_tune_* budget, and the workload measured
             (sglang_workload, sglang_workload_slo, sglang_workload_levels).
-        base_args: the server arguments the sweep starts from (__sglang_server_config), for
+        base_args (dict): the server arguments the sweep starts from (__sglang_server_config), for
             the grid size.
-        base_env: the server's environment the sweep starts from (__sglang_server_env), for
+        base_env (dict): the server's environment the sweep starts from (__sglang_server_env), for
             the grid size.
+    Returns:
+        dict: the plan, {knobs, constraints, objective, min_gain, levels, basis, grid_size} and the
+            budget.
     """
     if not isinstance(spec, dict):
         _fail("sglang_tune: the tuning settings must be a mapping")
@@ -273,7 +276,9 @@ def sglang_tune_resolved_key(resolved):
     it did not resolve: two candidates with one key run the same server.
 
     Args:
-        resolved: what SGLang resolved for the candidate (preflight's resolution.resolved).
+        resolved (dict): what SGLang resolved for the candidate (preflight's resolution.resolved).
+    Returns:
+        str: 16 hex digits, or empty when nothing resolved.
     """
     if not isinstance(resolved, dict) or not resolved:
         return ""
@@ -286,13 +291,15 @@ def sglang_tune_candidate(plan, args, env, changes, sglang_version, host):
     """A configuration: the incumbent's args/env with `changes`, then the constraints.
 
     Args:
-        plan: what sglang_tune_plan returned (its knobs and constraints).
-        args: the server arguments to start from (the role: the sweep's starting ones).
-        env: the environment to start from (the role: the sweep's starting one).
-        changes: {knob: value}, each knob one of the plan's; the role passes {} for the
+        plan (dict): what sglang_tune_plan returned (its knobs and constraints).
+        args (dict): the server arguments to start from (the role: the sweep's starting ones).
+        env (dict): the environment to start from (the role: the sweep's starting one).
+        changes (dict): {knob: value}, each knob one of the plan's; the role passes {} for the
             starting configuration.
-        sglang_version: the SGLang version (sglang_version), part of the candidate's key.
-        host: the host's inventory name (inventory_hostname), part of the candidate's key.
+        sglang_version (str): the SGLang version (sglang_version), part of the candidate's key.
+        host (str): the host's inventory name (inventory_hostname), part of the candidate's key.
+    Returns:
+        dict: the candidate, {id, changes, derived, args, env, key}.
     """
     args, env = dict(args), {str(k): str(v) for k, v in env.items()}
     for name, value in changes.items():
@@ -324,13 +331,17 @@ def sglang_tune_knob_candidates(plan, incumbent, knob_name, known_keys, sglang_v
     this SGLang version and host exists: resumed).
 
     Args:
-        plan: what sglang_tune_plan returned (its knobs and constraints).
-        incumbent: the best candidate so far (its args, env, changes, derived, key): the
+        plan (dict): what sglang_tune_plan returned (its knobs and constraints).
+        incumbent (dict): the best candidate so far (its args, env, changes, derived, key): the
             starting one until a knob beats it.
-        knob_name: the knob to vary, one of the plan's knob names.
-        known_keys: the keys already measured: by earlier sweeps on this host and this one.
-        sglang_version: the SGLang version (sglang_version), part of each candidate's key.
-        host: the host's inventory name (inventory_hostname), part of each candidate's key.
+        knob_name (str): the knob to vary, one of the plan's knob names.
+        known_keys (list of str): the keys already measured: by earlier sweeps on this host and
+            this one.
+        sglang_version (str): the SGLang version (sglang_version), part of each candidate's key.
+        host (str): the host's inventory name (inventory_hostname), part of each candidate's key.
+    Returns:
+        list of dict: one candidate per value of the knob, each with its skip (none, identical or
+            measured).
     """
     knob = next((k for k in plan["knobs"] if k["name"] == knob_name), None)
     if knob is None:
@@ -443,10 +454,13 @@ def sglang_tune_score(proof, objective):
     score in `runs`.
 
     Args:
-        proof: what sglang_serving_bench measured for one release (its levels), or a list of
-            such measurements of one release.
-        objective: the plan's objective: the metric, the concurrency level it is read at, the
-            TTFT ceiling.
+        proof (raw): a mapping or a list of mappings: what sglang_serving_bench measured for one
+            release (its levels), or several such measurements of one release.
+        objective (dict): the plan's objective: the metric, the concurrency level it is read at,
+            the TTFT ceiling.
+    Returns:
+        dict: {score, capacity, level, accept_length, reason}: a score of none says why in
+            reason; for a list, the best measurement, with `runs` (each one's score).
     """
     if isinstance(proof, list):
         scored = [_score_one(one, objective) for one in proof]
@@ -462,9 +476,11 @@ def sglang_tune_noise(scores, min_gain):
     over the mean, never below min_gain (a gain smaller than that is not worth a change).
 
     Args:
-        scores: the starting release's scores, one per repeated measurement (the `runs` of
+        scores (list): the starting release's scores, one per repeated measurement (the `runs` of
             sglang_tune_score); at least two numbers, others are dropped.
-        min_gain: the plan's min_gain (sglang_tune_min_gain), a fraction: the least noise.
+        min_gain (float): the plan's min_gain (sglang_tune_min_gain), a fraction: the least noise.
+    Returns:
+        float: the relative noise, a fraction rounded to 4 places.
     """
     values = [float(s) for s in scores if _is_number(s)]
     if len(values) < 2:
@@ -505,10 +521,12 @@ def sglang_tune_best(results, incumbent, noise):
     beyond noise (capacity first, then score), else the incumbent.
 
     Args:
-        results: the results of this knob's candidates (each with its verdict, capacity and
-            score); only measured ones count.
-        incumbent: the incumbent before this knob, a result with its capacity and score.
-        noise: the relative noise (sglang_tune_noise's answer).
+        results (list of dict): the results of this knob's candidates (each with its verdict,
+            capacity and score); only measured ones count.
+        incumbent (dict): the incumbent before this knob, a result with its capacity and score.
+        noise (float): the relative noise (sglang_tune_noise's answer).
+    Returns:
+        dict: the new incumbent, one of results or incumbent itself.
     """
     best = incumbent
     for result in results:
@@ -525,12 +543,14 @@ def sglang_tune_budget(restarts, started_at, now, max_restarts, max_wall_s, need
     """Whether `need` more restarts fit: {ok, reason}.
 
     Args:
-        restarts: the restarts the sweep spent so far.
-        started_at: when the sweep started (seconds since the epoch).
-        now: the time now (seconds since the epoch).
-        max_restarts: sglang_tune_max_restarts.
-        max_wall_s: sglang_tune_max_wall_s.
-        need: the restarts the next step takes.
+        restarts (int): the restarts the sweep spent so far.
+        started_at (float): when the sweep started (seconds since the epoch).
+        now (float): the time now (seconds since the epoch).
+        max_restarts (int): sglang_tune_max_restarts.
+        max_wall_s (float): sglang_tune_max_wall_s.
+        need (int): the restarts the next step takes.
+    Returns:
+        dict: {ok, reason}: reason says which budget is spent (empty when ok).
     """
     if int(restarts) + int(need) > int(max_restarts):
         return {"ok": False, "reason": f"restart budget spent ({restarts} of {max_restarts})"}
@@ -546,9 +566,11 @@ def sglang_tune_finalists(results, count):
     proven capacity, then the highest score.
 
     Args:
-        results: every result of the sweep so far; those measured (or the incumbent) with a
-            score and a release count.
-        count: how many to keep: the plan's finalists (sglang_tune_finalists).
+        results (list of dict): every result of the sweep so far; those measured (or the incumbent)
+            with a score and a release count.
+        count (int): how many to keep: the plan's finalists (sglang_tune_finalists).
+    Returns:
+        list of dict: at most count results, best first.
     """
     good = [r for r in results if r.get("verdict") in ("measured", "incumbent")
             and _is_number(r.get("score")) and r.get("release")]
@@ -569,10 +591,12 @@ def sglang_tune_winner(finalists, start, noise):
     its place. Each finalist carries `final_capacity` and `final_score`.
 
     Args:
-        finalists: the finalists after their second measurement, each with its final_capacity
-            and final_score.
-        start: the starting release's result (its key, capacity and score).
-        noise: the relative noise (sglang_tune_noise's answer).
+        finalists (list of dict): the finalists after their second measurement, each with its
+            final_capacity and final_score.
+        start (dict): the starting release's result (its key, capacity and score).
+        noise (float): the relative noise (sglang_tune_noise's answer).
+    Returns:
+        dict: the winning finalist, or the start.
     """
     start_final = next((f for f in finalists if f["key"] == start["key"]), start)
     better = [f for f in finalists if f["key"] != start["key"]
@@ -621,9 +645,12 @@ def sglang_tune_leaderboard(results, objective, winner_key=None):
     score.
 
     Args:
-        results: every result of the sweep, whatever its verdict.
-        objective: the plan's objective {metric, concurrency, ttft_p99_ms_max}, the first line.
-        winner_key: the key of the winner, whose row says WINNER (none: no row does).
+        results (list of dict): every result of the sweep, whatever its verdict.
+        objective (dict): the plan's objective {metric, concurrency, ttft_p99_ms_max}, the first
+            line.
+        winner_key (str): the key of the winner, whose row says WINNER (none: no row does).
+    Returns:
+        list of str: the objective, the header, one line per result.
     """
     rows = sorted(results, key=_rank, reverse=True)
     header = ("candidate", "changed", "resolved", "capacity", "TTFT p50", "TTFT p99", "ITL p50",
@@ -646,9 +673,11 @@ def sglang_tune_server_args(winner, start_args, operator_args=None):
     the winner changed from the starting configuration, as YAML.
 
     Args:
-        winner: the sweep's winner (its changes from the starting configuration).
-        start_args: the server arguments the sweep started from.
-        operator_args: the inventory's sglang_server_args before the sweep.
+        winner (dict): the sweep's winner (its changes from the starting configuration).
+        start_args (dict): the server arguments the sweep started from.
+        operator_args (dict): the inventory's sglang_server_args before the sweep.
+    Returns:
+        str: YAML text, {sglang_server_args: {...}}.
     """
     merged = dict(operator_args or {})
     for key, value in winner["args"].items():
@@ -670,8 +699,10 @@ def sglang_tune_expect(candidate, expect):
     candidate asks for (a tuned step count is not a broken expectation).
 
     Args:
-        candidate: the candidate about to be deployed (its args, changes and derived).
-        expect: the operator's expectations: sglang_expect merged over the profile's.
+        candidate (dict): the candidate about to be deployed (its args, changes and derived).
+        expect (dict): the operator's expectations: sglang_expect merged over the profile's.
+    Returns:
+        dict: the expectations, speculative widened to the candidate's.
     """
     expect = dict(expect or {})
     spec = {field: int(candidate["args"][arg]) for arg, field in SPEC_EXPECT.items()
@@ -687,9 +718,11 @@ def sglang_tune_env(winner, profile_env):
     """The winner's environment that differs from the profile's, for sglang_env.
 
     Args:
-        winner: the sweep's winner (its env).
-        profile_env: the environment to compare with: the role passes the one the sweep
+        winner (dict): the sweep's winner (its env).
+        profile_env (dict): the environment to compare with: the role passes the one the sweep
             started from (the profile's env merged with sglang_env).
+    Returns:
+        dict: {NAME: value} of the winner's variables that differ.
     """
     return {k: v for k, v in winner["env"].items() if str(profile_env.get(k)) != str(v)}
 

@@ -231,12 +231,15 @@ def sglang_upgrade_report(old_verdict, new_verdict, old_resolution, new_resoluti
     only from evidence on both sides.
 
     Args:
-        old_verdict: sglang_preflight's verdict on the release in the serving venv.
-        new_verdict: sglang_preflight's verdict on the release in the candidate's venv.
-        old_resolution: what sglang_resolve returned in the serving venv (none: not asked).
-        new_resolution: what sglang_resolve returned in the candidate's venv (none: not asked).
-        prereqs: what sglang_host_prereqs read in the candidate's venv once it was built (none:
-            not read).
+        old_verdict (dict): sglang_preflight's verdict on the release in the serving venv.
+        new_verdict (dict): sglang_preflight's verdict on the release in the candidate's venv.
+        old_resolution (dict): what sglang_resolve returned in the serving venv (none: not asked).
+        new_resolution (dict): what sglang_resolve returned in the candidate's venv (none: not
+            asked).
+        prereqs (dict): what sglang_host_prereqs read in the candidate's venv once it was built
+            (none: not read).
+    Returns:
+        dict: the plan; its verdict is ready, unknown or changes needed.
     """
     for name, value in (("old_verdict", old_verdict), ("new_verdict", new_verdict)):
         if not isinstance(value, dict) or "rows" not in value:
@@ -286,7 +289,9 @@ def sglang_upgrade_table(report):
     """The plan as lines for the play output: verdict, refused flags, rows, fields, packages.
 
     Args:
-        report: the plan (sglang_upgrade_report's answer).
+        report (dict): the plan (sglang_upgrade_report's answer).
+    Returns:
+        list of str: the plan's lines, the verdict first.
     """
     lines = [f"upgrade sglang {report['from_version']} -> {report['to_version']}: "
              f"{report['verdict'].upper()}"]
@@ -318,9 +323,11 @@ def sglang_upgrade_summary(hosts, plans):
     """One line per host of a fleet's plans (hosts that made none say why), side by side.
 
     Args:
-        hosts: the hosts that were to plan, in order.
-        plans: one upgrade report per host (sglang_upgrade_report's answer), empty for a host
-            that made none.
+        hosts (list of str): the hosts that were to plan, in order.
+        plans (list of dict): one upgrade report per host (sglang_upgrade_report's answer), empty
+            for a host that made none.
+    Returns:
+        list of str: one line per host.
     """
     if not isinstance(plans, list) or len(plans) != len(hosts):
         raise AnsibleFilterError(f"plans: expected one per host ({len(hosts)}), got {plans!r:.80}")

@@ -50,9 +50,12 @@ def sglang_verify(effective, preflight, expect=None):
     resolved value that differs from the prediction is reported with both values.
 
     Args:
-        effective: what the live server resolved (sglang_effective of its /server_info).
-        preflight: what sglang_preflight predicted for the release.
-        expect: the operator's expectations (sglang_expect merged over the profile's).
+        effective (dict): what the live server resolved (sglang_effective of its /server_info).
+        preflight (dict): what sglang_preflight predicted for the release.
+        expect (dict): the operator's expectations (sglang_expect merged over the profile's).
+    Returns:
+        dict: {ok, checks, failures, warnings, effective}; checks are {setting, status, reason,
+            ...}.
     """
     expect = check_expect(expect)
     predicted = {r["name"]: r["predicted"] for r in (preflight or {}).get("rows", [])}
@@ -76,7 +79,9 @@ def sglang_args_from_server_info(info):
     """The arguments a running server was resolved with, dashed like a release's config.
 
     Args:
-        info: the JSON object /server_info (or /get_server_info) answered.
+        info (dict): the JSON object /server_info (or /get_server_info) answered.
+    Returns:
+        dict: {argument: value}, dashed; unset, false and empty ones left out.
     """
     if not isinstance(info, dict):
         raise AnsibleFilterError("sglang_args_from_server_info: expected /server_info's JSON object")
@@ -104,14 +109,16 @@ def sglang_smoke_gate(smoke, min_decode_tok_s=None, max_ttft_ms=None, baseline=N
     then, on a host that may be loaded; the floors still refuse).
 
     Args:
-        smoke: what sglang_smoke measured.
-        min_decode_tok_s: the floor of tok/s per user at the first concurrency level (none: no
-            floor).
-        max_ttft_ms: the cap of the p99 time to first token (none: no cap).
-        baseline: the smoke record of the release to compare with (none: no comparison).
-        tolerance: the fraction by which a figure may fall behind the baseline.
-        regressions: refuse (a deploy) or warn (a rollback): what a regression beyond the
+        smoke (dict): what sglang_smoke measured.
+        min_decode_tok_s (float): the floor of tok/s per user at the first concurrency level (none:
+            no floor).
+        max_ttft_ms (float): the cap of the p99 time to first token (none: no cap).
+        baseline (dict): the smoke record of the release to compare with (none: no comparison).
+        tolerance (float): the fraction by which a figure may fall behind the baseline.
+        regressions (str): refuse (a deploy) or warn (a rollback): what a regression beyond the
             tolerance does.
+    Returns:
+        dict: {ok, failures, warnings, unknowns, rows}; rows are {concurrency, now, baseline}.
     """
     floor, ttft_cap, tolerance = sglang_smoke_limits(min_decode_tok_s, max_ttft_ms, tolerance)
     if regressions not in ("refuse", "warn"):
@@ -206,14 +213,17 @@ def sglang_ceiling(facts, smoke, tp_size, bandwidth_gbs):
     steps/s <= bandwidth / (weight bytes / tp). Times the accept length gives tokens/s.
 
     Args:
-        facts: what sglang_facts read on the host (its GPUs and the checkpoint's weight
+        facts (dict): what sglang_facts read on the host (its GPUs and the checkpoint's weight
             bytes).
-        smoke: what sglang_smoke measured (its first level's tok/s per user, the accept
+        smoke (dict): what sglang_smoke measured (its first level's tok/s per user, the accept
             length).
-        tp_size: the tensor parallel size the server resolved: each GPU reads its share of the
-            weights.
-        bandwidth_gbs: sglang_gpu_bandwidth_gbs, GB/s by a piece of the GPU's name (the
+        tp_size (int): the tensor parallel size the server resolved: each GPU reads its share of
+            the weights.
+        bandwidth_gbs (dict): sglang_gpu_bandwidth_gbs, GB/s by a piece of the GPU's name (the
             longest piece found in it counts).
+    Returns:
+        dict: {known, gpu, bandwidth_gbs, weight_gb_per_gpu, steps_per_s, accept_length,
+            ceiling_tok_s, measured_tok_s, fraction}, or {known: false, reason}.
     """
     facts, smoke = _mapping(facts), _mapping(smoke)
     weight_bytes = positive(_mapping(facts.get("model")).get("weight_bytes"))
@@ -245,8 +255,10 @@ def sglang_smoke_record(smoke, ceiling=None):
     """What a release keeps of its smoke test (smoke.json, manifest): the baseline of the next.
 
     Args:
-        smoke: what sglang_smoke measured (its model, levels, accept length, graph passes).
-        ceiling: what sglang_ceiling returned, kept as it is (none: no ceiling).
+        smoke (dict): what sglang_smoke measured (its model, levels, accept length, graph passes).
+        ceiling (dict): what sglang_ceiling returned, kept as it is (none: no ceiling).
+    Returns:
+        dict: {model, levels, accept_length, graph_passes, ceiling}.
     """
     keep = ("concurrency", "requests_ok", "requests_failed", "ttft_ms_p50", "ttft_ms_p99",
             "tpot_ms_p50", "tpot_ms_p99", "decode_tok_s_per_user", "output_tok_s",
@@ -267,9 +279,11 @@ def sglang_smoke_table(gate, ceiling=None):
     bound and the fraction of it measured.
 
     Args:
-        gate: what sglang_smoke_gate returned.
-        ceiling: what sglang_ceiling returned: the bandwidth bound and the fraction of it
+        gate (dict): what sglang_smoke_gate returned.
+        ceiling (dict): what sglang_ceiling returned: the bandwidth bound and the fraction of it
             measured.
+    Returns:
+        list of str: the table's lines, the ceiling, the warnings and the verdict.
     """
     head = (f"{'conc':>4} {'ok/fail':>7} {'TTFT p50':>9} {'p99':>7} {'TPOT p50':>9} {'p99':>7} "
             f"{'tok/s/user':>10} {'out tok/s':>9}   baseline tok/s/user, out tok/s, TTFT p50")
@@ -304,10 +318,12 @@ def sglang_verify_table(verification, evidence=None):
     journal lines of this start that show capture or a setting SGLang turned off.
 
     Args:
-        verification: what sglang_verify returned.
-        evidence: sglang_journal's evidence: the lines of this start that show capture or a
-            setting SGLang turned off; none when the journal was not read (the table says so,
-            where an empty evidence says the journal held none of those lines).
+        verification (dict): what sglang_verify returned.
+        evidence (dict): sglang_journal's evidence: the lines of this start that show capture or a
+            setting SGLang turned off; none when the journal was not read (the table says so, where
+            an empty evidence says the journal held none of those lines).
+    Returns:
+        list of str: the table's lines, the verdict last.
     """
     eff = verification["effective"]
     lines = [f"server resolved (sglang {eff.get('version')}, /server_info shape: {eff['shape']}): "

@@ -8,7 +8,11 @@ def sglang_effective(info):
     """One view of /server_info (0.5.16+ cuda_graph_config, or the <= 0.5.12 flags).
 
     Args:
-        info: the JSON object /server_info (or /get_server_info) answered.
+        info (dict): the JSON object /server_info (or /get_server_info) answered.
+    Returns:
+        dict: {version, shape, tp_size, decode_cuda_graph, decode_backend, decode_max_bs,
+            prefill_cuda_graph, prefill_backend, speculative, attention_backend, accept_length,
+            launch_command}.
     """
     try:
         return effective(info)

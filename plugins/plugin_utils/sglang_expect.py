@@ -15,7 +15,13 @@ def check_expect(expect):
     """sglang_expect with old names renamed, levels defaulted, each value checked.
 
     Args:
-        expect: the expectations, the profile's merged with sglang_expect (sglang_expect_merge).
+        expect (dict): the expectations, the profile's merged with sglang_expect
+            (sglang_expect_merge).
+    Returns:
+        dict: the expectations, every level (decode_cuda_graph, prefill_cuda_graph,
+            custom_all_reduce, nccl_p2p) set: required, auto or off.
+    Example:
+        {{ {'decode_cuda_graph': 'required', 'tp_size': 2} | sglang.deploy.sglang_expect_check }}
     """
     expect = _expect_renamed(dict(expect or {}))
     unknown = sorted(set(expect) - EXPECT_KEYS)

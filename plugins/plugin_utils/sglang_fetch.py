@@ -15,12 +15,16 @@ def sglang_fetch_plan(fetch, model_path="", model_revision="", env=None):
     HF_HUB_OFFLINE=1 is in sglang_env: then only what is on disk is used.
 
     Args:
-        fetch: sglang_model_fetch: {repo, revision, allow_patterns, offline, min_free_gb,
+        fetch (dict): sglang_model_fetch: {repo, revision, allow_patterns, offline, min_free_gb,
             timeout}, or empty to fetch nothing.
-        model_path: sglang_model_path: the absolute directory the checkpoint is fetched into.
-        model_revision: sglang_model_revision: must be empty beside a fetch.
-        env: the server's environment (the profile's env merged with sglang_env): HF_HUB_OFFLINE
-            1 or true in it makes the fetch offline unless fetch sets offline.
+        model_path (path): sglang_model_path: the absolute directory the checkpoint is fetched
+            into.
+        model_revision (str): sglang_model_revision: must be empty beside a fetch.
+        env (dict): the server's environment (the profile's env merged with sglang_env):
+            HF_HUB_OFFLINE 1 or true in it makes the fetch offline unless fetch sets offline.
+    Returns:
+        dict: {repo, revision, allow_patterns, offline, min_free_gb, timeout}, or empty when
+            nothing is fetched.
     """
     if not fetch:
         return {}

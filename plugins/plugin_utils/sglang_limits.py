@@ -26,11 +26,15 @@ def sglang_smoke_limits(min_decode_tok_s=None, max_ttft_ms=None, tolerance=0.10)
     """(floor, TTFT ceiling, tolerance) as numbers; a message naming the variable otherwise.
 
     Args:
-        min_decode_tok_s: sglang_smoke_min_decode_tok_s, else the profile's
+        min_decode_tok_s (float): sglang_smoke_min_decode_tok_s, else the profile's
             smoke.min_decode_tok_s: tok/s per user (null or empty: no floor).
-        max_ttft_ms: sglang_smoke_max_ttft_ms, else the profile's smoke.max_ttft_ms:
+        max_ttft_ms (float): sglang_smoke_max_ttft_ms, else the profile's smoke.max_ttft_ms:
             milliseconds (null or empty: no cap).
-        tolerance: sglang_smoke_regression_tolerance: a fraction, never null.
+        tolerance (float): sglang_smoke_regression_tolerance: a fraction, never null.
+    Returns:
+        list: [floor, TTFT cap, tolerance], each a number or none (no floor, no cap).
+    Example:
+        {{ 45 | sglang.deploy.sglang_smoke_limits(2000, 0.1) }}
     """
     return (_limit(min_decode_tok_s, "sglang_smoke_min_decode_tok_s", "tokens/s"),
             _limit(max_ttft_ms, "sglang_smoke_max_ttft_ms", "milliseconds"),
