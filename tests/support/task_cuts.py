@@ -79,9 +79,10 @@ def progress(line):
             log.write(line + "\n")
 
 
-def enumerate_cuts(host, play, operation, every=True, name="operation"):
-    """Cut `operation` at each boundary after a changed task (`every`) or at its first and last,
-    run it again after each, and return {boundaries, states, cut, violations, runs}.
+def enumerate_cuts(host, play, operation, every=True, name="operation", at=(), ends=True):
+    """Cut `operation` at each boundary after a changed task (`every`), or after the tasks whose
+    names start with one of `at` and (`ends`) its first and last, run it again after each, and
+    return {boundaries, states, cut, violations, runs}.
 
     `operation(k)` runs the operation (cut after its k-th changed task when k is given, else
     whole) and returns (out, target, ends): the run's result, the release it means current to
@@ -89,7 +90,10 @@ def enumerate_cuts(host, play, operation, every=True, name="operation"):
     whose release must roll back)."""
     whole, _target, _ends = operation(None)
     changed = whole["changed_tasks"]
-    ks = list(range(1, len(changed) + 1)) if every else sorted({1, len(changed)})
+    named = {k for k, task in enumerate(changed, 1) if task.startswith(tuple(at))}
+    assert len(named) >= len(at), (at, changed)  # a renamed task must not drop its cut silently
+    ks = list(range(1, len(changed) + 1)) if every \
+        else sorted(({1, len(changed)} if ends else set()) | named)
     report = {"boundaries": sum(1 for e in whole["events"] if e["event"] in (
         "runner_on_ok", "runner_on_skipped", "runner_on_failed")),
         "states": len(changed), "cut": 0, "violations": [], "runs": 1}

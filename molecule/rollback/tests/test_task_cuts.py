@@ -3,8 +3,9 @@ fails and rolls back by itself, a rollback by hand and an upgrade move (a deploy
 SGLang version), each cut (the playbook process killed) right after each task that changed the
 host, then run again; the invariants checked after the cut and after the next run. `make
 crash-tasks` (SGLANG_TASK_CUTS=all) cuts the four at every such boundary; CI, to keep its time,
-the rollback by hand at its first and last. Runs after test_rollback.py (A serves, both
-versions' envs built)."""
+the rollback by hand at its first and last and after its stop, and a failing deploy after its
+switch. Runs after test_rollback.py (A serves, both versions' envs
+built)."""
 
 import json
 import os
@@ -24,9 +25,24 @@ VERSIONS = ("0.5.23", "0.5.22")
 
 
 def release_with(host, mark):
-    """The release whose environment carries CUT_MARK=<mark> (the one a deploy meant)."""
+    """The newest release whose environment carries CUT_MARK=<mark> (the one a deploy meant: a
+    run cut before its switch leaves one that never went live, and the next run makes another
+    of the same content, which the cleanup later removes)."""
     found = host.run(f"grep -l 'CUT_MARK=\"{mark}\"' {BASE}/releases/*/sglang.env").stdout.split()
-    return found[0].rsplit("/", 2)[-2] if found else None
+    return sorted(found)[-1].rsplit("/", 2)[-2] if found else None
+
+
+def good_release(host):
+    """The release a failing deploy must come back to: current when it is good, else the newest
+    good one (what the automatic rollback restores)."""
+    seen = task_cuts.state(host)
+    if seen["status"] == "good":
+        return seen["current"]
+    good = host.run(
+        "python3 -c 'import glob, json, os; print(\" \".join(sorted(os.path.basename(os.path.dirname(p)) "
+        f"for p in glob.glob(\"{BASE}/releases/*/manifest.json\") "
+        "if json.load(open(p)).get(\"status\") == \"good\")))'").stdout.split()
+    return good[-1] if good else None
 
 
 class Deploy:
@@ -41,7 +57,7 @@ class Deploy:
     def __call__(self, k, again=False):
         if not again:
             self.mark += 1
-            self.good = task_cuts.state(self.host)["current"]
+            self.good = good_release(self.host)
             if self.versions:
                 now = json.loads(self.host.check_output(
                     f"cat {BASE}/releases/{self.good}/manifest.json"))["sglang_version"]
@@ -73,6 +89,13 @@ class Rollback:
         return out, self.target, "successful"
 
 
+# Boundaries make crash-tasks found broken, cut in CI as well: a rollback by hand cut after its
+# stop (its re-run refused: "it is current, and the unit runs no release"), and a failing deploy
+# cut after its switch (its re-run failed without rolling back: the host stayed stopped on it).
+STOP = "Stop the release that served"
+SWITCH = "Point current at the release and the ml-env link"
+
+
 @pytest.fixture(scope="module")
 def reports(host):
     every = task_cuts.every_boundary()
@@ -87,10 +110,11 @@ def reports(host):
         assert out["status"] == "successful", out["msg"]
         pair = (before, other)
     seen["rollback by hand"] = task_cuts.enumerate_cuts(host, play, Rollback(host, pair), every,
-                                                        "rollback by hand")
+                                                        "rollback by hand", at=(STOP,))
+    seen["automatic rollback"] = task_cuts.enumerate_cuts(
+        host, play, Deploy(host, failing=True), every, "automatic rollback", at=(SWITCH,),
+        ends=False)
     if every:
-        seen["automatic rollback"] = task_cuts.enumerate_cuts(
-            host, play, Deploy(host, failing=True), every, "automatic rollback")
         seen["upgrade move"] = task_cuts.enumerate_cuts(
             host, play, Deploy(host, versions=VERSIONS), every, "upgrade move")
     return seen
@@ -106,5 +130,5 @@ def test_every_cut_between_tasks_ends_on_a_proven_release(reports):
     total = sum(r["cut"] for r in reports.values())
     print("\n" + "\n".join(lines) + f"\n{total} cuts between tasks, "
           f"{sum(len(r['violations']) for r in reports.values())} violations")
-    assert all(r["cut"] >= min(2, r["states"]) for r in reports.values()), reports
+    assert all(r["cut"] >= min(1, r["states"]) for r in reports.values()), reports
     assert not [v for r in reports.values() for v in r["violations"]]
