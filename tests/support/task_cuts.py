@@ -88,7 +88,7 @@ def enumerate_cuts(host, play, operation, every=True, name="operation", at=(), e
     whole) and returns (out, target, ends): the run's result, the release it means current to
     name at its end, and the status its run ends with ("successful", or "failed" for a deploy
     whose release must roll back)."""
-    whole, _target, _ends = operation(None)
+    whole, _target, ends = operation(None)
     changed = whole["changed_tasks"]
     named = {k for k, task in enumerate(changed, 1) if task.startswith(tuple(at))}
     assert len(named) >= len(at), (at, changed)  # a renamed task must not drop its cut silently
@@ -96,7 +96,10 @@ def enumerate_cuts(host, play, operation, every=True, name="operation", at=(), e
         else sorted(({1, len(changed)} if ends else set()) | named)
     report = {"boundaries": sum(1 for e in whole["events"] if e["event"] in (
         "runner_on_ok", "runner_on_skipped", "runner_on_failed")),
-        "states": len(changed), "cut": 0, "violations": [], "runs": 1}
+        "states": len(changed), "cut": 0, "runs": 1,
+        # The run not cut must end as the operation means to, or its boundaries prove nothing.
+        "violations": [] if whole["status"] == ends else [
+            f"the run not cut ended {whole['status']} ({whole['msg'][:300]}), not {ends}"]}
     for k in ks:
         out, target, ends = operation(k)
         report["runs"] += 1
