@@ -125,6 +125,7 @@ summary:
 import inspect
 import os
 import re
+import subprocess
 import sys
 import time
 
@@ -137,6 +138,8 @@ SOURCES = {"sglang_drift": sglang_drift, "sglang_effective": sglang_effective,
 # The temp names write_atomic gives these files (a run cut before its rename leaves one).
 PROGRAM_TEMP = re.compile(r"\.(%s)\.py\..+" % "|".join(SOURCES))
 OUT_TEMP = re.compile(re.escape(sglang_drift.OUT_PREFIX) + ".+")
+# systemctl answers in well under a second; a wedged systemd must not hold the deploy.
+SYSTEMCTL_S = 60
 # A temp name of the textfile that a timer run may be writing now is left to it.
 OUT_TEMP_AGE_S = 300
 
@@ -266,12 +269,13 @@ def main():
     )
 
     def systemctl(*args):
-        return module.run_command([module.get_bin_path("systemctl", required=True), *args],
-                                  cwd="/")[0]
+        return subprocess.run([module.get_bin_path("systemctl", required=True), *args],
+                              capture_output=True, check=False, cwd="/",
+                              timeout=SYSTEMCTL_S).returncode
 
     try:
         result = run(module.params, module.check_mode, systemctl)
-    except (DriftError, OSError) as exc:
+    except (DriftError, OSError, subprocess.SubprocessError) as exc:
         module.fail_json(msg=f"drift check: {exc}")
     if result["check"]["ok"] is not True:
         module.warn(result["summary"])

@@ -45,8 +45,9 @@ options:
     type: str
     default: ""
 notes:
-  - Not ansible.builtin.copy because the pack's three files, their directories and the promtool
-    lookup are one step, one round trip instead of six on every deploy, re-runs included.
+  - Not a builtin because ansible.builtin.copy writes one file a task. The pack's three files, their
+    directories and the promtool lookup are one step here, one round trip instead of six on every
+    deploy, re-runs included.
 author:
   - sglang-deploy maintainers (@sglang-deploy)
 """
@@ -81,13 +82,25 @@ promtool:
 
 import os
 import shutil
+import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_files
 
 
+# promtool checks a few hundred rules in well under a second; a wedged one must not hold the deploy.
+PROMTOOL_S = 60
+
+
 class PackError(Exception):
     """A file the module must not write (says what to change)."""
+
+
+def run_argv(argv, timeout):
+    """(rc, stdout, stderr) of `argv`, run from / and bounded by `timeout` seconds."""
+    proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", check=False,
+                          cwd="/", timeout=timeout)
+    return proc.returncode, proc.stdout, proc.stderr
 
 
 def pack_files(host, target, rules, dashboard):
@@ -140,7 +153,7 @@ def write(directory, todo, promtool, run_command):
     for kind, name, path, _old, new in todo:
         def move(tmp, dest, kind=kind, name=name):
             if kind == "rules" and promtool:
-                rc, out, err = run_command([promtool, "check", "rules", tmp])
+                rc, out, err = run_command([promtool, "check", "rules", tmp], timeout=PROMTOOL_S)
                 if rc != 0:
                     raise PackError(f"promtool refused {name} ({promtool} check rules): "
                                     f"{(err or out).strip()[-2000:]}")
@@ -176,9 +189,8 @@ def main():
         supports_check_mode=True,
     )
     try:
-        result = run(module.params, module.check_mode,
-                     lambda argv: module.run_command(argv, cwd="/"))
-    except (PackError, OSError) as exc:
+        result = run(module.params, module.check_mode, run_argv)
+    except (PackError, OSError, subprocess.SubprocessError) as exc:
         module.fail_json(msg=str(exc))
     if not module._diff:
         result.pop("diff")

@@ -2,7 +2,6 @@
 at all, the rules checked by promtool before they replace the old ones, never through a symlink."""
 
 import os
-import subprocess
 
 import pytest
 from support import load_module
@@ -27,10 +26,7 @@ def promtool(tmp_path, rc=0, says=""):
     return str(tool)
 
 
-def runner(argv):
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    return done.returncode, done.stdout, done.stderr
-
+runner = files.run_argv
 
 def test_the_pack_is_written_once_and_a_second_call_changes_nothing(tmp_path):
     pack = tmp_path / "pack"
