@@ -88,7 +88,7 @@ def enumerate_cuts(host, play, operation, every=True, name="operation", at=(), e
     whole) and returns (out, target, ends): the run's result, the release it means current to
     name at its end, and the status its run ends with ("successful", or "failed" for a deploy
     whose release must roll back)."""
-    whole, _target, ends = operation(None)
+    whole, _target, meant = operation(None)
     changed = whole["changed_tasks"]
     named = {k for k, task in enumerate(changed, 1) if task.startswith(tuple(at))}
     assert len(named) >= len(at), (at, changed)  # a renamed task must not drop its cut silently
@@ -98,8 +98,8 @@ def enumerate_cuts(host, play, operation, every=True, name="operation", at=(), e
         "runner_on_ok", "runner_on_skipped", "runner_on_failed")),
         "states": len(changed), "cut": 0, "runs": 1,
         # The run not cut must end as the operation means to, or its boundaries prove nothing.
-        "violations": [] if whole["status"] == ends else [
-            f"the run not cut ended {whole['status']} ({whole['msg'][:300]}), not {ends}"]}
+        "violations": [] if whole["status"] == meant else [
+            f"the run not cut ended {whole['status']} ({whole['msg'][:300]}), not {meant}"]}
     for k in ks:
         out, target, ends = operation(k)
         report["runs"] += 1
