@@ -28,6 +28,7 @@ never changed, switched with the release that runs on it.
 Standard library only: it runs on the host, inside modules.
 """
 
+import contextlib
 import glob
 import hashlib
 import json
@@ -328,21 +329,65 @@ def _dist_of(dist_info):
 
 def reclaim_cache(base_dir, keep, check_mode=False):
     """Remove the entries of uv's cache (unpacked wheels, `archive-v0/<id>/`) whose
-    distributions no kept env holds; `keep` is the kept envs' `name==version` lines. uv fetches
-    a removed entry again when a later build asks for it. Returns the entries removed."""
+    distributions no kept env holds; `keep` is the kept envs' `name==version` lines. Returns the
+    entries removed.
+
+    uv's index (`wheels-v*/`: a pointer file per wheel naming its archive's id) goes first: a
+    pointer left to a removed archive made uv "prepare" the wheel from the cache and fail to
+    read it, so an env removed with its entries could not be built again (make crash-tasks, an
+    upgrade move back to a version cleaned up). Without its pointer uv fetches the wheel again
+    from the index or wheelhouse; a cut between the two leaves an archive nothing points at."""
     wanted = {(canonical(line.split("==")[0]), line.split("==", 1)[1].lower())
               for line in keep if "==" in line}
-    removed = []
-    for archive in sorted(glob.glob(os.path.join(glob.escape(envs_dir(base_dir)), UV_CACHE,
-                                                 "archive-v*", "*"))):
-        if not os.path.isdir(archive) or os.path.islink(archive):
-            continue
-        dists = {_dist_of(n) for n in os.listdir(archive) if n.endswith(".dist-info")} - {None}
-        if dists and not dists & wanted:
-            removed.append(os.path.relpath(archive, envs_dir(base_dir)))
-            if not check_mode:
-                discard(archive, trash_dir(base_dir))
-    return removed
+    cache = os.path.join(envs_dir(base_dir), UV_CACHE)
+    doomed = [archive for archive in sorted(glob.glob(os.path.join(glob.escape(cache),
+                                                                   "archive-v*", "*")))
+              if _unwanted(archive, wanted)]
+    if doomed and not check_mode:
+        for pointer in _pointers_to(cache, {os.path.basename(a) for a in doomed}):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(pointer)
+        for archive in doomed:
+            discard(archive, trash_dir(base_dir))
+    return [os.path.relpath(a, envs_dir(base_dir)) for a in doomed]
+
+
+def _unwanted(archive, wanted):
+    """Whether `archive` (an unpacked wheel of uv's cache) holds distributions, none wanted."""
+    if not os.path.isdir(archive) or os.path.islink(archive):
+        return False
+    dists = {_dist_of(n) for n in os.listdir(archive) if n.endswith(".dist-info")} - {None}
+    return bool(dists) and not dists & wanted
+
+
+# uv's pointer files are small (an HTTP cache policy and an archive id); a bigger file is data.
+POINTER_MAX_BYTES = 1 << 20
+
+
+def _pointers_to(cache, ids):
+    """The files of uv's wheel index that name one of the archive `ids`, with their siblings of
+    the same stem (the .lock and .msgpack beside a pointer)."""
+    found = set()
+    needles = [i.encode() for i in ids]
+    for index in glob.glob(os.path.join(glob.escape(cache), "wheels-v*")):
+        for root, _dirs, files in os.walk(index):
+            for name in files:
+                if _names_one(os.path.join(root, name), needles):
+                    stem = os.path.splitext(name)[0]
+                    found |= {os.path.join(root, f) for f in files
+                              if os.path.splitext(f)[0] == stem}
+    return sorted(found)
+
+
+def _names_one(path, needles):
+    try:
+        if os.path.islink(path) or os.path.getsize(path) > POINTER_MAX_BYTES:
+            return False
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return False
+    return any(n in data for n in needles)
 
 
 def disk_usage(paths):

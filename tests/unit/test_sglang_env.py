@@ -333,7 +333,7 @@ def test_a_rebuild_killed_midway_is_put_back_by_the_next_run(tmp_path, wheels):
 def test_the_cache_share_of_envs_no_longer_kept_is_reclaimed(tmp_path, wheels):
     base = tmp_path / "base"
     one = envmod.present(_params(base, wheels))
-    envmod.present(_params(base, wheels, requirements=["sglang==0.5.15", "extra==1.0"]))
+    two = envmod.present(_params(base, wheels, requirements=["sglang==0.5.15", "extra==1.0"]))
     cache = base / "envs" / ".uv-cache"
     assert len(list(cache.glob("archive-v*/*/extra-1.0.dist-info"))) == 1
     planned = envs.reclaim_cache(str(base), one["packages"], check_mode=True)
@@ -342,6 +342,11 @@ def test_the_cache_share_of_envs_no_longer_kept_is_reclaimed(tmp_path, wheels):
     assert not list(cache.glob("archive-v*/*/extra-1.0.dist-info"))
     assert not list(cache.glob("archive-v*/*/sglang-0.5.15.dist-info"))
     assert list(cache.glob("archive-v*/*/sglang-0.5.23.dist-info"))  # the kept env's share
+    # The env removed with them built again (a rollback to its release, an upgrade move back):
+    # uv's index must not point at an entry reclaimed (make crash-tasks: "failed to read").
+    shutil.rmtree(base / "envs" / two["id"])
+    again = envmod.present(_params(base, wheels, requirements=["sglang==0.5.15", "extra==1.0"]))
+    assert again["built"] and again["id"] == two["id"]
 
 
 def test_no_deps_is_for_the_pin_alone():
