@@ -1,4 +1,4 @@
-"""sglang_model_fetch read once: for the fetch (sglang_fetch_plan, vars/main.yml's __sglang_fetch)
+"""sglang_model_fetch read once: for the fetch (sglang_fetch_plan, host/fetch_model.yml)
 and for the one-pass input check (sglang_input_violations), each refusal naming the variable
 and the fix."""
 

@@ -166,16 +166,30 @@ def test_every_fact_a_step_reads_was_set_before_it_or_handed_to_it(role, entry):
 
 def test_the_smoke_entry_point_without_the_env_it_predicts_in_is_caught(tmp_path):
     """Issue 46's bug: playbooks/smoke.yml on a release without preflight.json predicted with a
-    role var (__sglang_env) that reads a fact only the deploy's host/read.yml sets. The include
-    now hands the step the env that serves; without that, the walk names the hidden read."""
+    role var (__sglang_env) that read a fact only the deploy's host/read.yml sets. The include
+    now hands the step the env that serves, and no role var reads a fact; put the old role var
+    back and take the include's away, and the walk names the hidden read."""
     shutil.copytree(ROOT / "roles", tmp_path / "roles")
     smoke = tmp_path / "roles/sglang/tasks/smoke.yml"
     handed = '  vars:\n    __sglang_env: {path: "{{ sglang_venv }}"}\n'
     assert handed in smoke.read_text(encoding="utf-8")
     smoke.write_text(smoke.read_text(encoding="utf-8").replace(handed, ""), encoding="utf-8")
+    role_vars_file = tmp_path / "roles/sglang/vars/main.yml"
+    with role_vars_file.open("a", encoding="utf-8") as out:
+        out.write('__sglang_env: "{{ __sglang_prereqs.env }}"\n')
     missing = Flow(tmp_path).entry("sglang", "smoke")
     assert missing and all(line.endswith("reads __sglang_prereqs") for line in missing), missing
     assert any("sglang/smoke.yml > sglang/release/predict.yml" in line for line in missing)
+
+
+def test_a_step_input_no_include_hands_over_is_caught(tmp_path):
+    """Without the role var, the same include left out is a step input nobody hands over."""
+    shutil.copytree(ROOT / "roles", tmp_path / "roles")
+    smoke = tmp_path / "roles/sglang/tasks/smoke.yml"
+    handed = '  vars:\n    __sglang_env: {path: "{{ sglang_venv }}"}\n'
+    smoke.write_text(smoke.read_text(encoding="utf-8").replace(handed, ""), encoding="utf-8")
+    missing = Flow(tmp_path).entry("sglang", "smoke")
+    assert missing and all(line.endswith("reads __sglang_env") for line in missing), missing
 
 
 def written_facts():
@@ -197,22 +211,10 @@ def every_task(tasks):
                 yield from every_task(task.get(key))
 
 
-# Include parameters that still stand in for a fact of the same name (issue 46 asks for none):
-# the go-live path (service/go_live.yml and the proof under it) reads the release and whether
-# it restarted from facts the deploy sets, and a rollback hands it its own; renaming them into
-# the step's own inputs runs through every file under go_live.yml. Lower it, never raise it.
-SHADOWING = {
-    "__sglang_preflight": {"roles/sglang/tasks/proof/unchanged.yml"},
-    "__sglang_release_prepared": {"roles/sglang/tasks/proof/unchanged.yml",
-                                  "roles/sglang/tasks/rollback.yml",
-                                  "roles/sglang/tasks/rollback/undo.yml"},
-    "__sglang_restarted": {"roles/sglang/tasks/rollback.yml",
-                           "roles/sglang/tasks/rollback/automatic.yml",
-                           "roles/sglang/tasks/rollback/undo.yml"},
-}
-
-
-def test_no_include_parameter_stands_in_for_a_fact_beyond_the_ones_left():
+def test_no_include_parameter_stands_in_for_a_fact():
+    """A step's inputs are its own names (sglang_go_live_release, sglang_verify_preflight...),
+    handed over where it is included: never a fact's name, which the include would outrank
+    for that call only (issue 46; 3 names at 7 sites when its work began)."""
     facts = written_facts()
     shadowing = {}
     for path in sorted(ROOT.glob("roles/*/tasks/**/*.yml")):
@@ -222,21 +224,16 @@ def test_no_include_parameter_stands_in_for_a_fact_beyond_the_ones_left():
                     shadowing.setdefault(name, set()).add(path.relative_to(ROOT).as_posix())
     print(f"include parameters standing in for a fact: {sum(map(len, shadowing.values()))} "
           f"sites, {len(shadowing)} names: {sorted(shadowing)}")
-    assert shadowing == SHADOWING
+    assert not shadowing, shadowing
 
 
-# Role vars (vars/main.yml) that still read a fact, evaluated lazily wherever they are used
-# (issue 46 asks for none; the walk above follows each to the facts under it, so none hides a
-# read). 9 of 22 when the issue's work began (f0071c0); a role var moved into the step that
-# uses it, or made a named input of it, leaves this list. Lower it, never raise it.
-FACT_READING_ROLE_VARS = {
-    "sglang": {"__sglang_baseline_release", "__sglang_env", "__sglang_fetch", "__sglang_pip_state",
-               "__sglang_release_files", "__sglang_release_meta", "__sglang_unit_content",
-               "__sglang_unit_sandbox_lines"},
-}
+# Role vars (vars/main.yml) that read a fact, evaluated lazily wherever they are used: none (issue
+# 46; 9 of 22 when its work began, f0071c0). What a step needs from a fact is handed to it by
+# name where it is included, or the step reads the fact itself (its Reads header says so).
+FACT_READING_ROLE_VARS = {}
 
 
-def test_role_vars_that_read_facts_do_not_grow():
+def test_no_role_var_reads_a_fact():
     found = {}
     for role in ROLES:
         lazy = role_vars(role)

@@ -149,7 +149,7 @@ def test_list_tasks_shows_the_flow(tmp_path):
     for step in (FACTS_READ,
                  "Read whether the service would change (unit, key file, account, systemd state)",
                  "Take the host's deploy lock (one deploy or rollback at a time)",
-                 "Build the env of the pinned set, or check the one built before, {{ __sglang_env.id }}",
+                 "Build the env of the pinned set, or check the one built before, {{ __sglang_prereqs.env.id }}",
                  "Point current at the release and the ml-env link at its env, {{ sglang_venv }}",
                  "Render the release (a new one only when its content differs from current)",
                  "Resolve the release with the installed SGLang, as the unit will run it",
@@ -189,6 +189,16 @@ def test_tags_preflight_runs_only_read_only_checks(tmp_path):
 HEADED_ROLES = ("sglang", "sglang_tune")
 PHASES = ["inputs", "host", "env", "release", "service", "proof", "rollback", "step"]
 FACT = re.compile(r"\b__sglang_\w+")
+# A template a task renders: its reads are the task's (lookup('ansible.builtin.template', 'x')).
+TEMPLATE = re.compile(r"lookup\('ansible\.builtin\.template',\s*'([^']+)'")
+
+
+def facts_in(text, role):
+    """The internal facts `text` names, with those of the role's templates it renders."""
+    names = set(FACT.findall(text))
+    for name in TEMPLATE.findall(text):
+        names |= set(FACT.findall((role / "templates" / name).read_text(encoding="utf-8")))
+    return names
 
 
 def entry_points(role):
@@ -228,9 +238,10 @@ def strings(node):
 
 
 def facts_of(path):
-    """(read, set): the internal facts a task file uses that none of its tasks sets, and those
-    it sets (set_fact, register). Names a task passes in `vars:` and the role's vars/main.yml
-    values are neither."""
+    """(read, set): the internal facts a task file uses (in its tasks and the templates they
+    render) that none of its tasks sets, and those it sets (set_fact, register). Names a task
+    passes in `vars:` and the role's vars/main.yml values are neither (no role var reads a
+    fact: test_data_flow.py)."""
     role = next(parent for parent in path.parents if parent.parent.name == "roles")
     role_vars = set(yaml.safe_load((role / "vars/main.yml").read_text(encoding="utf-8"))
                     if (role / "vars/main.yml").exists() else {})
@@ -240,7 +251,7 @@ def facts_of(path):
         passed |= {name for name in task.get("vars") or {} if name.startswith("__sglang_")}
         for key, value in task.items():
             if key not in ("block", "rescue", "always"):
-                used |= {fact for text in strings(value) for fact in FACT.findall(text)}
+                used |= {fact for text in strings(value) for fact in facts_in(text, role)}
     return sorted(used - sets - passed - role_vars), sorted(sets - passed)
 
 
@@ -348,12 +359,15 @@ def test_internal_facts_and_entry_points_do_not_grow():
     the roles did not have; __sglang_monitoring_promtool_found, where promtool is on the
     Prometheus host (it checks the rules by default where one is installed); and
     __sglang_router_pack_files, whether the router's rules changed (Prometheus is reloaded
-    then)."""
+    then). Issue 46 made two lazy role vars that read facts facts set once where what they
+    derive from is known (__sglang_release_content, release/describe.yml; the unit's
+    __sglang_unit_sandbox_lines, inputs/render_args.yml), and took a writer away from
+    __sglang_preflight (playbooks/smoke.yml hands the recorded verdict to the check by name)."""
     writers = writers_of_facts()
     multi = sorted(name for name, files in writers.items() if len(files) > 1)
     print(f"internal facts: {len(writers)}, written from more than one file: {len(multi)}: {multi}")
     assert len(writers) <= 63, sorted(writers)
-    assert len(multi) <= 3, multi
+    assert len(multi) <= 2, multi
     assert len(entry_points("sglang")) <= 10, sorted(entry_points("sglang"))
 
 
