@@ -36,6 +36,16 @@ options:
     description: The served model name; empty for the first of C(/v1/models).
     type: str
     default: ''
+  user:
+    description:
+      - The account SGLang's benchmark runs as, the service user's (its primary group, no other),
+        in a work directory it owns (0700). The benchmark loads the tokenizer with
+        C(trust_remote_code=True) (0.5.23 C(sglang/benchmark/utils.py):60-62), so code in the
+        model directory, or in the one the server's C(/model_info) names, runs as this account,
+        never with more than the server it measures.
+      - Empty runs it as the connection user.
+    type: str
+    default: ''
   workload:
     description:
       - The traffic (C(dataset) random-ids, generated-shared-prefix or custom with
@@ -148,6 +158,7 @@ table:
 """
 
 import os
+import pwd
 import random
 import subprocess
 import tempfile
@@ -163,14 +174,24 @@ from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import
 PROBE_TIMEOUT = 300
 
 
-def can_run(python):
-    """(True, None) when the env runs SGLang's benchmark, else (False, why)."""
+def account(user):
+    """The subprocess arguments that run the benchmark as `user` (its uid, its primary group, no
+    supplementary group of the run's), {} for the connection user; KeyError for no such user."""
+    if not user:
+        return {}
+    entry = pwd.getpwnam(user)
+    return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+
+
+def can_run(python, runs_as, home):
+    """(True, None) when the env runs SGLang's benchmark as the account it will measure as, else
+    (False, why)."""
     try:
         # cwd "/": `-m` puts the working directory first on the import path.
         proc = subprocess.run([python, "-m", "sglang.bench_serving", "--help"],
                               capture_output=True, check=False, timeout=PROBE_TIMEOUT,
                               stdin=subprocess.DEVNULL, cwd="/",
-                              env=workloads.env(os.environ, "", tempfile.gettempdir()))
+                              env=workloads.env(os.environ, "", home), **runs_as)
     except (OSError, subprocess.SubprocessError) as exc:
         return False, f"{python} -m sglang.bench_serving: {exc}"
     if proc.returncode != 0:
@@ -180,15 +201,16 @@ def can_run(python):
     return True, None
 
 
-def sglang_level(p, w, concurrency, work):
-    """One level measured by SGLang's benchmark: its figures, or raises RuntimeError."""
+def sglang_level(p, w, concurrency, work, runs_as=None):
+    """One level measured by SGLang's benchmark (as `runs_as`, account()'s): its figures, or
+    raises RuntimeError."""
     output = os.path.join(work, f"level-{concurrency}.jsonl")
     argv = workloads.argv(p["python"], p["url"], w, concurrency, output, p["tokenizer"],
                           p["model"], p["slo"])
     try:
         proc = subprocess.run(argv, capture_output=True, check=False, timeout=p["timeout"],
                               stdin=subprocess.DEVNULL, cwd=work,
-                              env=workloads.env(os.environ, p["api_key"], work))
+                              env=workloads.env(os.environ, p["api_key"], work), **(runs_as or {}))
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"concurrency {concurrency}: not done within {p['timeout']:g} s "
                            "(sglang_workload's requests or the timeout)") from None
@@ -273,8 +295,22 @@ def run(p):
     p = _checked(p)
     w = p["workload"]
     url = p["url"].rstrip("/")
+    try:
+        runs_as = account(p["user"])
+    except KeyError:
+        raise workloads.WorkloadError(f"user {p['user']!r}: no such account on the host (the "
+                                      "service user the benchmark runs as)") from None
+    with tempfile.TemporaryDirectory(prefix="sglang-bench-") as work:
+        # The benchmark's HOME and output, the account's own: no other user reads or plants in it.
+        if runs_as:
+            os.chown(work, runs_as["user"], runs_as["group"])
+        return _measured(p, w, url, runs_as, work)
+
+
+def _measured(p, w, url, runs_as, work):
+    """run()'s result, measured from `work` as `runs_as`."""
     runs, why = (False, "asked for the own bench (own_bench)") if p["own_bench"] \
-        else can_run(p["python"])
+        else can_run(p["python"], runs_as, work)
     measured_by = "sglang.bench_serving" if runs else "own bench"
     if not runs and w["dataset"] != "random-ids":
         # The own bench sends random words: it would call a shared-prefix or custom workload
@@ -285,8 +321,7 @@ def run(p):
             "release's env, or prove at dataset random-ids")
     started = time.monotonic()
     if runs:
-        with tempfile.TemporaryDirectory(prefix="sglang-bench-") as work:
-            measured = measure_levels(p, lambda c: sglang_level(p, w, c, work), measured_by)
+        measured = measure_levels(p, lambda c: sglang_level(p, w, c, work, runs_as), measured_by)
     else:
         model = p["model"] or served_model(url, p["api_key"])
         measured = measure_levels(
@@ -306,6 +341,7 @@ def main():
             "python": {"type": "path", "required": True},
             "tokenizer": {"type": "str", "default": "", "no_log": False},
             "model": {"type": "str", "default": ""},
+            "user": {"type": "str", "default": ""},
             "workload": {"type": "dict", "default": {}},
             "levels": {"type": "list", "elements": "int", "required": True},
             "slo": {"type": "dict", "default": {}},

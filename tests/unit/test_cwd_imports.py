@@ -35,7 +35,7 @@ def test_no_probe_imports_from_the_working_directory(planted):
     sglang_envs.python_identity(sys.executable)
     text, why, _elapsed = sglang_cli.run_help(sys.executable, module="planted_probe")
     assert text is None and "No module named planted_probe" in why
-    runs, why = bench.can_run(sys.executable)
+    runs, why = bench.can_run(sys.executable, {}, str(planted.parent))
     assert not runs and "sglang" in why
     assert not planted.exists(), planted.read_text()
 

@@ -5,7 +5,10 @@ SGLang's benchmark cannot run (this venv has no SGLang), the own bench measures 
 the same workload: the capacity it finds is the knee the stand-in was given."""
 
 import os
+import pwd
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -119,7 +122,7 @@ def test_the_quick_proof_pins_the_knee_a_sweep_finds_in_fewer_levels(standin):
     url, _engine = standin(knobs=Knobs(ttft_ms=5, tok_s=60, tokens_per_chunk=1, knee=8))
     params = {"url": url, "api_key": "", "python": "/nonexistent/python", "tokenizer": "",
               "model": "", "levels": [1, 2, 4, 8, 16, 32], "mode": "sweep", "baseline": {},
-              "own_bench": False, "timeout": 120,
+              "own_bench": False, "user": "", "timeout": 120,
               "workload": {"input_len": 32, "output_len": 24, "range_ratio": 1.0,
                            "min_requests": 2},
               "slo": {"min_tok_s_per_user": 40}}
@@ -152,7 +155,7 @@ def test_where_sglangs_benchmark_cannot_run_the_own_bench_says_so_and_finds_the_
     url, engine = standin(knobs=Knobs(ttft_ms=5, tok_s=25, tokens_per_chunk=1, knee=4,
                                       prefill_tok_s=20000))
     params = {"url": url, "api_key": "", "python": sys.executable, "tokenizer": "",
-              "model": "", "levels": [1, 2, 4, 8], "mode": "sweep", "baseline": {}, "own_bench": False, "timeout": 120,
+              "model": "", "levels": [1, 2, 4, 8], "mode": "sweep", "baseline": {}, "own_bench": False, "user": "", "timeout": 120,
               "workload": {"input_len": 64, "output_len": 16, "range_ratio": 1.0,
                            "min_requests": 8},
               "slo": {"min_tok_s_per_user": 18, "ttft_p99_ms": 2000}}
@@ -184,7 +187,50 @@ def test_the_own_bench_never_stands_in_for_another_dataset(dataset):
     workload measured."""
     params = {"url": "http://127.0.0.1:9", "api_key": "", "python": "/nonexistent/python",
               "tokenizer": "", "model": "", "levels": [1], "mode": "sweep", "baseline": {},
-              "own_bench": False, "timeout": 30, "slo": {},
+              "own_bench": False, "user": "", "timeout": 30, "slo": {},
               "workload": {"dataset": dataset, "dataset_path": "/srv/traffic.jsonl"}}
     with pytest.raises(workloads.WorkloadError, match=f"dataset {dataset} needs SGLang's benchmark"):
         bench.run(params)
+
+
+FAKE_BENCH = """#!/bin/sh
+# Stands in for <env>/bin/python -m sglang.bench_serving: says who it runs as, where, and
+# appends the recorded result to --output-file.
+case "$*" in *--help*) exit 0;; esac
+echo "$(id -u) $(id -G) $(stat -c '%u %a' "$HOME") $(pwd)" >> "$SGLANG_TEST_SEEN"
+out=; prev=; for a in "$@"; do [ "$prev" = "--output-file" ] && out=$a; prev=$a; done
+cat "$SGLANG_TEST_RECORD" >> "$out"
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs the benchmark as another account: needs root")
+def test_sglangs_benchmark_runs_as_the_service_user_in_a_directory_of_its_own(monkeypatch):
+    """Round six: SGLang's benchmark loads the tokenizer with trust_remote_code=True (0.5.23
+    sglang/benchmark/utils.py:60-62), the model directory's or the one /model_info names: run as
+    root it ran that code as root. It runs as the service user (its primary group only), in a
+    0700 directory that user owns, and the record it writes is read back."""
+    nobody = pwd.getpwnam("nobody")
+    shared = Path(tempfile.mkdtemp(prefix="bench-as-"))
+    try:
+        shared.chmod(0o777)  # the fake benchmark, readable and writable by nobody
+        python = shared / "python"
+        python.write_text(FAKE_BENCH)
+        python.chmod(0o755)
+        (shared / "record.jsonl").write_text(RECORDED)
+        monkeypatch.setenv("SGLANG_TEST_SEEN", str(shared / "seen"))
+        monkeypatch.setenv("SGLANG_TEST_RECORD", str(shared / "record.jsonl"))
+        params = {"url": "http://127.0.0.1:9", "api_key": KEY, "python": str(python),
+                  "tokenizer": "/srv/models/q", "model": "m", "levels": [4], "mode": "sweep",
+                  "baseline": {}, "own_bench": False, "timeout": 60, "slo": {},
+                  "workload": {"requests_per_level": 20}, "user": "nobody"}
+        result = bench.run(params)
+        assert result["measured_by"] == "sglang.bench_serving"
+        assert result["levels"][0]["completed"] == 20, result["levels"]
+        uid, gids, home_owner, home_mode, cwd = (shared / "seen").read_text().split()
+        assert (uid, gids) == (str(nobody.pw_uid), str(nobody.pw_gid))  # no group of root's
+        assert (home_owner, home_mode) == (str(nobody.pw_uid), "700") and cwd.startswith("/")
+        assert not Path(cwd).exists()  # removed with what it held
+        with pytest.raises(workloads.WorkloadError, match="'no-such-account': no such account"):
+            bench.run(dict(params, user="no-such-account"))
+    finally:
+        shutil.rmtree(shared)
