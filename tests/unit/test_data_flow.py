@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from support import ROOT
+from support.role_yaml import NESTED, fact_writers, set_names, strings, walk
 
 FACT = re.compile(r"\b__sglang_\w+")
 NAME = re.compile(r"\b[a-z_]\w*\b")
@@ -33,19 +34,6 @@ INCLUDES = ("ansible.builtin.import_tasks", "ansible.builtin.include_tasks")
 ROLE_INCLUDES = ("ansible.builtin.import_role", "ansible.builtin.include_role")
 # Keys of a task whose templates its own result may already feed (its register).
 AFTER = ("until", "changed_when", "failed_when")
-NESTED = ("block", "rescue", "always")
-
-
-def strings(node):
-    if isinstance(node, str):
-        yield node
-    elif isinstance(node, dict):
-        for key, value in node.items():
-            yield from strings(key)
-            yield from strings(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from strings(value)
 
 
 def role_vars(role, root=ROOT):
@@ -76,12 +64,6 @@ def reads_of(texts, defs):
                 todo += list(strings(defs[name]))
         required |= {name for name in FACT.findall(text) if name not in defs and name not in maybe}
     return required
-
-
-def set_names(task):
-    facts = task.get("ansible.builtin.set_fact")
-    names = {name for name in facts if name != "cacheable"} if isinstance(facts, dict) else set()
-    return names | ({task["register"]} if "register" in task else set())
 
 
 def own_texts(task):
@@ -148,6 +130,7 @@ class Flow:
 
 
 ROLES = ("sglang", "sglang_tune", "sglang_router")
+ROLE_TASK_FILES = sorted(ROOT.glob("roles/*/tasks/**/*.yml"))
 
 
 def entry_points():
@@ -192,33 +175,14 @@ def test_a_step_input_no_include_hands_over_is_caught(tmp_path):
     assert missing and all(line.endswith("reads __sglang_env") for line in missing), missing
 
 
-def written_facts():
-    """{fact: the files that set it (set_fact, register)}, over the roles and playbooks."""
-    paths = sorted(ROOT.glob("roles/*/tasks/**/*.yml"))
-    found = {}
-    for path in paths:
-        for task in every_task(yaml.safe_load(path.read_text(encoding="utf-8"))):
-            for name in set_names(task):
-                found.setdefault(name, set()).add(path.relative_to(ROOT).as_posix())
-    return found
-
-
-def every_task(tasks):
-    for task in tasks or []:
-        if isinstance(task, dict):
-            yield task
-            for key in NESTED:
-                yield from every_task(task.get(key))
-
-
 def test_no_include_parameter_stands_in_for_a_fact():
     """A step's inputs are its own names (sglang_go_live_release, sglang_verify_preflight...),
     handed over where it is included: never a fact's name, which the include would outrank
     for that call only (issue 46; 3 names at 7 sites when its work began)."""
-    facts = written_facts()
+    facts = fact_writers(ROLE_TASK_FILES)
     shadowing = {}
     for path in sorted(ROOT.glob("roles/*/tasks/**/*.yml")):
-        for task in every_task(yaml.safe_load(path.read_text(encoding="utf-8"))):
+        for task, _tags in walk(yaml.safe_load(path.read_text(encoding="utf-8"))):
             for name in task.get("vars") or {}:
                 if name in facts:
                     shadowing.setdefault(name, set()).add(path.relative_to(ROOT).as_posix())
@@ -243,3 +207,18 @@ def test_no_role_var_reads_a_fact():
                 found.setdefault(role, set()).add(name)
     print(f"role vars that read facts: {sum(map(len, found.values()))}: {found}")
     assert found == FACT_READING_ROLE_VARS
+
+
+def test_another_role_reads_the_deploys_steps_only_through_their_result():
+    """The tuner makes, starts and proves each candidate with the deploy's steps (its entry point
+    `step`) and reads what they found from the step's one output, __sglang_step_result: none of
+    the deploy role's own facts (it read ten, __sglang_url to __sglang_restore, issue 46)."""
+    deploys = set(fact_writers(ROLE_TASK_FILES)) - {"__sglang_step_result"}
+    read = {}
+    for path in sorted(ROOT.glob("roles/sglang_tune/tasks/*.yml")):
+        texts = strings(yaml.safe_load(path.read_text(encoding="utf-8")))
+        for fact in {name for text in texts for name in FACT.findall(text)} & deploys:
+            if not fact.startswith("__sglang_tune"):
+                read.setdefault(fact, set()).add(path.name)
+    print(f"the deploy's facts the tuner reads: {len(read)}: {sorted(read)}")
+    assert not read, read
