@@ -144,14 +144,6 @@ SYSTEMCTL_S = 60
 OUT_TEMP_AGE_S = 300
 
 
-def _current(path):
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except OSError:
-        return None
-
-
 def sweep(directory, pattern, older_than=0.0):
     """Remove what a cut run left: temp names matching `pattern` (older than `older_than` s)."""
     try:
@@ -175,7 +167,7 @@ def install(directory, check_mode):
     for name in sglang_drift.LIBRARY:
         path = os.path.join(directory, f"{name}.py")
         source = inspect.getsource(SOURCES[name])
-        if _current(path) == source:
+        if sglang_files.read_text(path) == source:
             continue
         changed.append(name)
         if not check_mode:
@@ -213,7 +205,7 @@ def install_units(params, check_mode, systemctl):
             raise DriftError(f"units: {name!r} is not a unit file name")
         path = os.path.join(params.get("units_dir") or "/etc/systemd/system", name)
         text = str(content).replace("@PYTHON@", sys.executable)
-        if _current(path) == text:
+        if sglang_files.read_text(path) == text:
             continue
         written.append(name)
         if not check_mode:

@@ -116,14 +116,6 @@ def _no_link(path, what):
         raise PackError(f"{path} is a symlink: the {what} is refused, not followed (remove the link)")
 
 
-def _read(path):
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-
-
 def _promtool(wanted):
     if wanted == "auto":
         return shutil.which("promtool")
@@ -139,7 +131,7 @@ def plan(directory, files):
         _no_link(os.path.join(directory, kind), "pack directory")
         path = os.path.join(directory, kind, base)
         _no_link(path, "pack file")
-        old = _read(path)
+        old = sglang_files.read_text(path)
         if old != str(content) or (os.stat(path).st_mode & 0o777) != 0o644:  # old: it exists
             todo.append((kind, f"{kind}/{base}", path, old, str(content)))
     return todo
