@@ -74,6 +74,9 @@ def _choices(w):
         problems.append(f"dataset_path {w['dataset_path']!r}: a path")
     elif w["dataset"] == "custom" and not w["dataset_path"]:
         problems.append("dataset custom needs dataset_path (JSONL, SGLang's custom format)")
+    elif w["dataset_path"] and not w["dataset_path"].startswith("/"):
+        # The benchmark runs in a directory of its own: a relative path names nothing there.
+        problems.append(f"dataset_path {w['dataset_path']!r}: an absolute path on the host")
     return problems
 
 
