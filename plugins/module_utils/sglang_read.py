@@ -22,13 +22,15 @@ class NotRegularFile(OSError):
     """A file that is not a regular file, or too large to be what it claims."""
 
 
-def read_bytes(path, cap=DEFAULT_CAP):
-    """The bytes of regular file `path` (symlinks to regular files followed), at most `cap`.
+def read_bytes(path, cap=DEFAULT_CAP, follow=True):
+    """The bytes of regular file `path` (symlinks to regular files followed unless `follow` is
+    false: a file another account writes), at most `cap`.
 
     Opened non-blocking, so that a FIFO does not wait for a writer; fstat on the open file
     decides, so nothing is swapped in between a check and the read.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
+    fd = os.open(path, flags if follow else flags | os.O_NOFOLLOW)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -50,9 +52,9 @@ def read_bytes(path, cap=DEFAULT_CAP):
         os.close(fd)
 
 
-def read_text(path, cap=DEFAULT_CAP):
+def read_text(path, cap=DEFAULT_CAP, follow=True):
     """read_bytes decoded as UTF-8, bytes that are not UTF-8 replaced (U+FFFD)."""
-    return read_bytes(path, cap).decode("utf-8", "replace")
+    return read_bytes(path, cap, follow).decode("utf-8", "replace")
 
 
 def _kind(mode):

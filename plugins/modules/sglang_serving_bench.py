@@ -168,10 +168,12 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_workload as workloads
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_bench import percentile, run_requests, served_model
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import HttpError
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import text_of
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import read_text, text_of
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt
 
 PROBE_TIMEOUT = 300
+# One JSON line per run of the benchmark (a level's record, no per-request details): kilobytes.
+RECORD_CAP = 1 << 20
 
 
 def account(user):
@@ -215,9 +217,13 @@ def sglang_level(p, w, concurrency, work, runs_as=None):
         raise RuntimeError(f"concurrency {concurrency}: not done within {p['timeout']:g} s "
                            "(sglang_workload's requests or the timeout)") from None
     record = None
-    if os.path.exists(output):
-        with open(output, encoding="utf-8", errors="replace") as handle:
-            record = workloads.read_run(handle.read())
+    if os.path.lexists(output):
+        # Written by the benchmark's account: a regular file of a record's size, not a FIFO that
+        # would hold this read for ever, /dev/zero, or a link to a file only root reads.
+        try:
+            record = workloads.read_run(read_text(output, RECORD_CAP, follow=False))
+        except OSError as exc:
+            raise RuntimeError(f"concurrency {concurrency}: the benchmark's record: {exc}") from None
     sent = workloads.requests_at(w, concurrency)
     if record is None:
         # Every request failed (or the warmup): the benchmark exits 1 and writes nothing.

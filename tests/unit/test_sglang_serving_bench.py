@@ -9,6 +9,7 @@ import pwd
 import shutil
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -244,3 +245,37 @@ def test_sglangs_benchmark_runs_as_the_service_user_in_a_directory_of_its_own(mo
             bench.run(dict(params, user="no-such-account"))
     finally:
         shutil.rmtree(shared)
+
+
+@pytest.mark.parametrize("plant", ["mkfifo \"$out\"", "ln -s /etc/hostname \"$out\"",
+                                   "ln -s /dev/zero \"$out\""])
+def test_the_record_the_benchmarks_account_wrote_is_read_as_a_bounded_regular_file(tmp_path, plant):
+    """Round six: the benchmark's account (and the model-directory code it runs) owns the
+    directory its record is read from. A FIFO there held root's read for ever, a link to
+    /dev/zero read until memory ran out, a link to a file only root reads was read: each is now
+    the level's error, at once."""
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\nout=; prev=; for a in \"$@\"; do [ \"$prev\" = \"--output-file\" ] "
+                      f"&& out=$a; prev=$a; done\n{plant}\n")
+    python.chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    params = {"python": str(python), "url": "http://127.0.0.1:9", "tokenizer": "", "model": "",
+              "slo": {}, "timeout": 30, "api_key": ""}
+    outcome = []
+
+    def level():
+        try:
+            outcome.append(bench.sglang_level(params, workloads.check({}), 2, str(work)))
+        except RuntimeError as exc:
+            outcome.append(exc)
+
+    reader = threading.Thread(target=level, daemon=True)
+    reader.start()
+    reader.join(60)
+    if reader.is_alive():  # unblock the read the old code was stuck in, then say so
+        with open(work / "level-2.jsonl", "w", encoding="utf-8"):
+            pass
+    assert not reader.is_alive() and outcome, "the read of the record did not return"
+    assert isinstance(outcome[0], RuntimeError), outcome
+    assert "the benchmark's record" in str(outcome[0])
