@@ -2,11 +2,13 @@
 
 import json
 import os
+import re
 import socket
 
 import pytest
 from ansible.errors import AnsibleFilterError
-from support import load_module
+from support import ROOT, load_module
+from support.role_yaml import strings, tasks_of
 
 from ansible_collections.sglang.deploy.plugins.filter import sglang_preflight as pf
 from ansible_collections.sglang.deploy.plugins.filter import sglang_render as render
@@ -244,3 +246,20 @@ def test_every_module_is_placed_at_its_trust_boundaries_and_each_test_class_exis
         assert names and set(names) <= set(boundaries), (module, names, boundaries)
     cited = set(re.findall(r"`(test_\w+\.py)`", section))
     assert cited and all((root / "tests" / "unit" / name).exists() for name in cited), cited
+
+
+def test_no_fact_that_holds_the_servers_environment_is_shown():
+    """Round six: -v prints every fact a set_fact sets, and the server's environment may hold a
+    hub token (sglang_env; describe.yml hides the env file for it): the render printed it twice
+    (seen on the demo: HF_TOKEN's value in `ansible-playbook -v` output). Every set_fact whose
+    values is that environment (an expression that starts with it: one that hands it to a
+    filter, the preflight's, holds what the filter makes of it) is no_log."""
+    env = re.compile(r"^\s*\{\{[\s(]*(?:__sglang_server_env|__sglang_env_given|sglang_env)\b(?!_)")
+    shown = []
+    for path in sorted(ROOT.glob("roles/*/tasks/**/*.yml")) + sorted(ROOT.glob("playbooks/*.yml")):
+        for task, _tags in tasks_of(path):
+            facts = task.get("ansible.builtin.set_fact")
+            if isinstance(facts, dict) and not task.get("no_log") and any(
+                    env.search(text) for text in strings(list(facts.values()))):
+                shown.append(f"{path.relative_to(ROOT)}: {task.get('name')}")
+    assert not shown, shown
