@@ -82,7 +82,7 @@ def progress(line):
 def enumerate_cuts(host, play, operation, every=True, name="operation", at=(), ends=True):
     """Cut `operation` at each boundary after a changed task (`every`), or after the tasks whose
     names start with one of `at` and (`ends`) its first and last, run it again after each, and
-    return {boundaries, states, cut, violations, runs}.
+    return {boundaries, states, cut, unreached, violations, runs}.
 
     `operation(k)` runs the operation (cut after its k-th changed task when k is given, else
     whole) and returns (out, target, ends): the run's result, the release it means current to
@@ -96,13 +96,25 @@ def enumerate_cuts(host, play, operation, every=True, name="operation", at=(), e
         else sorted(({1, len(changed)} if ends else set()) | named)
     report = {"boundaries": sum(1 for e in whole["events"] if e["event"] in (
         "runner_on_ok", "runner_on_skipped", "runner_on_failed")),
-        "states": len(changed), "cut": 0, "runs": 1,
+        "states": len(changed), "cut": 0, "runs": 1, "unreached": [],
         # The run not cut must end as the operation means to, or its boundaries prove nothing.
         "violations": [] if whole["status"] == meant else [
             f"the run not cut ended {whole['status']} ({whole['msg'][:300]}), not {meant}"]}
     for k in ks:
         out, target, ends = operation(k)
         report["runs"] += 1
+        if not out["cut"] and changed[k - 1] not in out["changed_tasks"]:
+            # The task changed nothing in this run, so there was no k-th state to cut at (the
+            # cleanup, which removes what the runs so far left beyond the limits, or nothing).
+            # Said, not counted as cut; the run's own end is still held to the operation's.
+            report["unreached"].append(f"cut {k} ({changed[k - 1]}): the task changed nothing "
+                                       "in this run")
+            if out["status"] != ends:
+                report["violations"].append(f"cut {k} not reached, and the run ended "
+                                            f"{out['status']}, not {ends}")
+            progress(f"{name}: cut {k} of {len(changed)} ({changed[k - 1]}): not reached, "
+                     "the task changed nothing in this run")
+            continue
         if not out["cut"]:
             report["violations"].append(f"cut {k} ({changed[k - 1]}): the run was not cut")
             continue

@@ -126,6 +126,7 @@ def test_every_cut_between_tasks_ends_on_a_proven_release(reports):
         lines.append(f"{op}: {r['boundaries']} task boundaries, {r['states']} distinct host states "
                      f"(after a changed task), {r['cut']} cut, {r['runs']} runs, "
                      f"{len(r['violations'])} violations")
+        lines += [f"  not reached: {u}" for u in r["unreached"]]
         lines += [f"  {v}" for v in r["violations"]]
     total = sum(r["cut"] for r in reports.values())
     print("\n" + "\n".join(lines) + f"\n{total} cuts between tasks, "
