@@ -35,16 +35,6 @@ def fsync_dir(path):
         os.close(fd)
 
 
-def read_text(path):
-    """The text at `path` (UTF-8), None when there is no such file: what a writer compares the
-    content it would write with."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-
-
 def write_atomic(path, data, mode=None, prefix=None, move=None):
     """Replace `path` whole with `data` (bytes or text); on any failure (ENOSPC...) no temp
     file is left behind. `mode` is set on the new file before the move; `move(tmp, path)` is

@@ -57,6 +57,15 @@ def read_text(path, cap=DEFAULT_CAP, follow=True):
     return read_bytes(path, cap, follow).decode("utf-8", "replace")
 
 
+def existing_text(path, cap=DEFAULT_CAP):
+    """read_text, None when there is no file at `path`: the content a writer compares what it
+    would write with."""
+    try:
+        return read_text(path, cap)
+    except FileNotFoundError:
+        return None
+
+
 def _kind(mode):
     for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
                        (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"),

@@ -132,6 +132,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import (
     sglang_drift, sglang_effective, sglang_files)
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import existing_text
 
 SOURCES = {"sglang_drift": sglang_drift, "sglang_effective": sglang_effective,
            "sglang_files": sglang_files}
@@ -167,7 +168,7 @@ def install(directory, check_mode):
     for name in sglang_drift.LIBRARY:
         path = os.path.join(directory, f"{name}.py")
         source = inspect.getsource(SOURCES[name])
-        if sglang_files.read_text(path) == source:
+        if existing_text(path) == source:
             continue
         changed.append(name)
         if not check_mode:
@@ -205,7 +206,7 @@ def install_units(params, check_mode, systemctl):
             raise DriftError(f"units: {name!r} is not a unit file name")
         path = os.path.join(params.get("units_dir") or "/etc/systemd/system", name)
         text = str(content).replace("@PYTHON@", sys.executable)
-        if sglang_files.read_text(path) == text:
+        if existing_text(path) == text:
             continue
         written.append(name)
         if not check_mode:

@@ -86,6 +86,7 @@ import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_files
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import existing_text
 
 
 # promtool checks a few hundred rules in well under a second; a wedged one must not hold the deploy.
@@ -131,7 +132,7 @@ def plan(directory, files):
         _no_link(os.path.join(directory, kind), "pack directory")
         path = os.path.join(directory, kind, base)
         _no_link(path, "pack file")
-        old = sglang_files.read_text(path)
+        old = existing_text(path)
         if old != str(content) or (os.stat(path).st_mode & 0o777) != 0o644:  # old: it exists
             todo.append((kind, f"{kind}/{base}", path, old, str(content)))
     return todo
