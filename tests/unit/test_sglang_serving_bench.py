@@ -204,14 +204,18 @@ def test_the_own_bench_never_stands_in_for_another_dataset(dataset):
         bench.run(params)
 
 
-FAKE_BENCH = """#!/bin/sh
-# Stands in for <env>/bin/python -m sglang.bench_serving: says who it runs as, where, and
-# appends the recorded result to --output-file.
-case "$*" in *--help*) exit 0;; esac
-echo "$(id -u) $(id -G) $(stat -c '%u %a' "$HOME") $(pwd)" >> "$SGLANG_TEST_SEEN"
-out=; prev=; for a in "$@"; do [ "$prev" = "--output-file" ] && out=$a; prev=$a; done
-cat "$SGLANG_TEST_RECORD" >> "$out"
-"""
+def fake_bench(body):
+    """A shell script that stands in for <env>/bin/python -m sglang.bench_serving: `--help`
+    succeeds; a run finds its --output-file in $out, then runs `body`."""
+    return ('#!/bin/sh\ncase "$*" in *--help*) exit 0;; esac\n'
+            'out=; prev=; for a in "$@"; do [ "$prev" = "--output-file" ] && out=$a; prev=$a; done\n'
+            + body + "\n")
+
+
+# Says who it runs as and where, and appends the recorded result to its output.
+FAKE_BENCH = fake_bench(
+    """echo "$(id -u) $(id -G) $(stat -c '%u %a' "$HOME") $(pwd)" >> "$SGLANG_TEST_SEEN"\n"""
+    'cat "$SGLANG_TEST_RECORD" >> "$out"')
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="runs the benchmark as another account: needs root")
@@ -255,8 +259,7 @@ def test_the_record_the_benchmarks_account_wrote_is_read_as_a_bounded_regular_fi
     /dev/zero read until memory ran out, a link to a file only root reads was read: each is now
     the level's error, at once."""
     python = tmp_path / "python"
-    python.write_text("#!/bin/sh\nout=; prev=; for a in \"$@\"; do [ \"$prev\" = \"--output-file\" ] "
-                      f"&& out=$a; prev=$a; done\n{plant}\n")
+    python.write_text(fake_bench(plant))
     python.chmod(0o755)
     work = tmp_path / "work"
     work.mkdir()
