@@ -44,7 +44,7 @@ def rendered():
         "targets/gpu1.json": json.dumps(pack["targets"], indent=4, sort_keys=True) + "\n",
         "rules/gpu1.rules.yml": yaml.safe_dump(pack["rules"], indent=2, width=100,
                                                sort_keys=False, default_flow_style=False),
-        "dashboards/sglang.json": json.dumps(mon.sglang_monitoring_dashboard(settings["window"]),
+        "dashboards/sglang.json": json.dumps(mon.dashboard(settings["window"]),
                                              indent=4, sort_keys=True) + "\n",
         "thresholds.txt": "\n".join(pack["thresholds"]) + "\n",
     }

@@ -343,7 +343,7 @@ def _settings(settings):
 
 
 def sglang_monitoring_pack(release, target, floors=None, settings=None):
-    """The serving release's observability pack: {targets, rules, thresholds}.
+    """The serving release's observability pack: {targets, rules, dashboard, thresholds}.
 
     `release` is the release's manifest (sglang_release state=info), `target` is {host,
     address, labels}: the inventory name, the host:port Prometheus scrapes, extra labels.
@@ -362,8 +362,9 @@ def sglang_monitoring_pack(release, target, floors=None, settings=None):
             itl_factor, accept_fraction, kv_usage, drift_interval_s, availability, runbook_url},
             every key required.
     Returns:
-        dict: {targets, rules, thresholds}: Prometheus file-based discovery targets, rule groups,
-            and what each threshold comes from.
+        dict: {targets, rules, dashboard, thresholds}: Prometheus file-based discovery targets,
+            rule groups, the Grafana dashboard (provisioning JSON, the same for every host:
+            dashboard()) and what each threshold comes from.
     """
     if not isinstance(release, dict) or not release.get("id"):
         raise AnsibleFilterError("sglang_monitoring_pack: no serving release (current names none)")
@@ -392,6 +393,7 @@ def sglang_monitoring_pack(release, target, floors=None, settings=None):
             {"name": f"sglang-{pack.host}-release", "rules": pack.records},
             {"name": f"sglang-{pack.host}", "rules": pack.alerts},
         ]},
+        "dashboard": dashboard(pack.s["window"]),
         "thresholds": pack.thresholds,
     }
 
@@ -419,17 +421,11 @@ def _p99_panel(pid, title, histogram, figure, window, pos):
          "{{sglang_host}} proven at concurrency {{concurrency}}")], pos, "s")
 
 
-def sglang_monitoring_dashboard(window="5m"):
+def dashboard(window="5m"):
     """A Grafana dashboard (provisioning JSON) for every host the pack describes: the live
     figures beside the serving release's proven ones (the pack's recording rules), picked by
-    the `sglang_host` variable.
-
-    Args:
-        window (str): the range of the live rates (sglang_monitoring_window), a Prometheus
-            duration.
-    Returns:
-        dict: the dashboard's JSON model (Grafana provisioning).
-    """
+    the `sglang_host` variable; `window` is the range of the live rates
+    (sglang_monitoring_window), a Prometheus duration."""
     sel = f'job="{JOB}",sglang_host=~"$sglang_host"'
     host = 'sglang_host=~"$sglang_host"'
     panels = [
@@ -551,5 +547,4 @@ def sglang_monitoring_router_pack(host, address, duration="2m", availability=0.9
 class FilterModule:
     def filters(self):
         return {"sglang_monitoring_pack": own_errors(sglang_monitoring_pack),
-                "sglang_monitoring_dashboard": own_errors(sglang_monitoring_dashboard),
                 "sglang_monitoring_router_pack": own_errors(sglang_monitoring_router_pack)}

@@ -809,7 +809,6 @@ class FilterModule:
     def filters(self):
         return {
             "sglang_preflight": own_errors(sglang_preflight),
-            "sglang_expect_check": own_errors(check_expect),
             "sglang_preflight_table": own_errors(sglang_preflight_table),
             "sglang_described_gpus": own_errors(sglang_described_gpus),
         }

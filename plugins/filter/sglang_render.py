@@ -334,7 +334,8 @@ def _under(path, roots):
 
 
 def sglang_unit_hardening(hardening, paths=(), cache_dir="", read_write_paths=()):
-    """The unit's sandboxing lines for sglang_service_hardening (a mapping; empty = none).
+    """The unit's sandboxing lines for sglang_service_hardening (a mapping; empty = none): the
+    `sandbox` of sglang_unit.
 
     ProtectHome is derived unless set: "yes" when the ml-env, model and base directory all
     live outside /root and /home, else "read-only". With any hardening every cache SGLang and
@@ -364,6 +365,36 @@ def sglang_unit_hardening(hardening, paths=(), cache_dir="", read_write_paths=()
         home = "read-only" if any(_under(p, HOME_DIRS) for p in paths if p) else "yes"
         lines.append(f"ProtectHome={home}")
     return lines + _writable_lines(cache_dir, read_write_paths) + unit_cache_env(cache_dir)
+
+
+def sglang_unit(hardening, model_path, paths=(), cache_dir="", read_write_paths=()):
+    """What the unit adds to the server's start: its sandbox (sglang_unit_hardening) and its
+    own environment (hub_env).
+
+    Args:
+        hardening (dict): sglang_service_hardening: systemd sandboxing settings, a mapping (empty:
+            none).
+        model_path (str): the server's model-path (a local directory or a hub id).
+        paths (list of path): the ml-env, model and base directory, which decide ProtectHome.
+        cache_dir (path): the service user's cache directory, the one writable place SGLang's
+            caches move to.
+        read_write_paths (list of path): sglang_service_read_write_paths: more places the service
+            may write.
+    Returns:
+        dict: {sandbox (list of str: Key=value lines, none when the hardening is empty; SGLang's
+            resolution runs under the same properties), environment (list of str: the unit's
+            Environment= lines)}.
+    """
+    return {"sandbox": sglang_unit_hardening(hardening, paths, cache_dir, read_write_paths),
+            "environment": hub_env(model_path)}
+
+
+def hub_env(model_path):
+    """`Environment=HF_HUB_OFFLINE=1` when the model is a local directory (an absolute path):
+    SGLang then never reaches the hub (no download into the cache, no waiting on a network it
+    may not have). A hub id gets nothing. sglang_env can still set HF_HUB_OFFLINE itself."""
+    path = str(model_path or "")
+    return ["Environment=HF_HUB_OFFLINE=1"] if os.path.isabs(path) else []
 
 
 def _writable_lines(cache_dir, read_write_paths):
@@ -767,7 +798,6 @@ def sglang_input_violations(inputs, profile=None, profiles=None, args_given=None
 class FilterModule:
     def filters(self):
         return {
-            "sglang_profile_check": own_errors(sglang_profile_check),
             "sglang_server_config": own_errors(sglang_server_config),
             "sglang_config_yaml": own_errors(sglang_config_yaml),
             "sglang_env_merge": own_errors(sglang_env_merge),
@@ -775,9 +805,8 @@ class FilterModule:
             "sglang_expect_merge": own_errors(sglang_expect_merge),
             "sglang_pip_args": own_errors(sglang_pip_args),
             "sglang_connect_host": own_errors(sglang_connect_host),
-            "sglang_unit_hardening": own_errors(sglang_unit_hardening),
-            "sglang_unit_check": own_errors(sglang_unit_check),
             "sglang_secrets_json": own_errors(sglang_secrets_json),
             "sglang_multinode": own_errors(sglang_multinode),
+            "sglang_unit": own_errors(sglang_unit),
             "sglang_input_violations": own_errors(sglang_input_violations),
         }

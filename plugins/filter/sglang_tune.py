@@ -286,8 +286,7 @@ def sglang_tune_resolved_key(resolved):
     return hashlib.sha256(_canon(kept).encode()).hexdigest()[:16]
 
 
-@own_errors
-def sglang_tune_candidate(plan, args, env, changes, sglang_version, host):
+def make_candidate(plan, args, env, changes, sglang_version, host):
     """A configuration: the incumbent's args/env with `changes`, then the constraints.
 
     Args:
@@ -323,26 +322,41 @@ def _show(value):
 
 
 @own_errors
-def sglang_tune_knob_candidates(plan, incumbent, knob_name, known_keys, sglang_version, host):
-    """The candidates one knob gives from the incumbent, each with why it needs no restart.
+def sglang_tune_candidates(plan, incumbent, knob_name=None, known_keys=None, sglang_version="",
+                           host="", expect=None):
+    """The candidates to try from the incumbent: one per value of a knob, each with why it needs
+    no restart and the expectations it is held to; without a knob, the incumbent's own
+    configuration (the sweep's starting one).
 
     `skip` is None (measure it), 'identical' (the same configuration as the incumbent or one
     already tried in this knob, once SGLang's defaults are applied) or 'measured' (a result on
-    this SGLang version and host exists: resumed).
+    this SGLang version and host exists: resumed). `expect` is the operator's expectations with
+    the speculative shape the candidate asks for (a tuned step count is not a broken one).
 
     Args:
-        plan (dict): what sglang_tune_plan returned (its knobs and constraints).
-        incumbent (dict): the best candidate so far (its args, env, changes, derived, key): the
-            starting one until a knob beats it.
-        knob_name (str): the knob to vary, one of the plan's knob names.
+        plan (dict): what sglang_tune_plan returned (its knobs, constraints and basis).
+        incumbent (dict): where the candidates start: the best result so far (its args, env,
+            changes, derived, key), or {args, env} of the starting configuration.
+        knob_name (str): the knob to vary, one of the plan's knob names; none gives the
+            incumbent's own configuration, a list of one.
         known_keys (list of str): the keys already measured: by earlier sweeps on this host and
             this one.
         sglang_version (str): the SGLang version (sglang_version), part of each candidate's key.
         host (str): the host's inventory name (inventory_hostname), part of each candidate's key.
+        expect (dict): the operator's expectations, sglang_expect merged over the profile's.
     Returns:
-        list of dict: one candidate per value of the knob, each with its skip (none, identical or
-            measured).
+        list of dict: the candidates, each {id, changes, derived, args, env, key, skip, expect}.
     """
+    if not knob_name:
+        start = make_candidate(plan, incumbent["args"], incumbent["env"], {}, sglang_version, host)
+        return [dict(start, skip=None, expect=expectations(start, expect))]
+    return [dict(cand, expect=expectations(cand, expect))
+            for cand in _knob_candidates(plan, incumbent, knob_name, known_keys, sglang_version,
+                                         host)]
+
+
+def _knob_candidates(plan, incumbent, knob_name, known_keys, sglang_version, host):
+    """One candidate per value of the knob from the incumbent, each with its skip."""
     knob = next((k for k in plan["knobs"] if k["name"] == knob_name), None)
     if knob is None:
         _fail(f"sglang_tune: no knob '{knob_name}' in the plan")
@@ -351,8 +365,8 @@ def sglang_tune_knob_candidates(plan, incumbent, knob_name, known_keys, sglang_v
     for value in knob["values"]:
         changes = dict(incumbent.get("changes") or {})
         changes[knob_name] = value
-        cand = sglang_tune_candidate(plan, incumbent["args"], incumbent["env"], changes,
-                                     sglang_version, host)
+        cand = make_candidate(plan, incumbent["args"], incumbent["env"], changes,
+                              sglang_version, host)
         # What the constraints derived on the way from the start, still in force.
         cand["derived"] = {**{k: cand["args"][k] for k in incumbent.get("derived") or {}
                               if k in cand["args"]}, **cand["derived"]}
@@ -442,7 +456,7 @@ def _score_one(proof, objective):
 
 
 @own_errors
-def sglang_tune_score(proof, objective):
+def sglang_tune_score(proof, plan):
     """The proven capacity and the score of a measurement at the workload, or a score of None
     with the reason it does not count (a failed request, no proven capacity, TTFT p99 above the
     ceiling).
@@ -451,40 +465,38 @@ def sglang_tune_score(proof, objective):
     met every SLO with every one below it met; the score is the objective's figure at its level
     (output tok/s, or tok/s per user) times the share of its requests within the SLOs: goodput.
     Several measurements of one release (the noise's) give the best of them, with each one's
-    score in `runs`.
+    score in `runs` and their relative spread in `noise` (never below the plan's min_gain; None
+    unless two of them count).
 
     Args:
         proof (raw): a mapping or a list of mappings: what sglang_serving_bench measured for one
             release (its levels), or several such measurements of one release.
-        objective (dict): the plan's objective: the metric, the concurrency level it is read at,
-            the TTFT ceiling.
+        plan (dict): what sglang_tune_plan returned: its objective (the metric, the concurrency
+            level it is read at, the TTFT ceiling) and min_gain.
     Returns:
         dict: {score, capacity, level, accept_length, reason}: a score of none says why in
-            reason; for a list, the best measurement, with `runs` (each one's score).
+            reason; for a list, the best measurement, with `runs` (each one's score) and `noise`.
     """
+    objective = plan["objective"]
     if isinstance(proof, list):
         scored = [_score_one(one, objective) for one in proof]
         counted = [one for one in scored if one["score"] is not None]
         best = max(counted, key=_rank) if counted else (scored or [_score_one({}, objective)])[-1]
-        return dict(best, runs=[one["score"] for one in scored])
+        runs = [one["score"] for one in scored]
+        spread = (measured_noise(runs, plan["min_gain"])
+                  if len([r for r in runs if _is_number(r)]) >= 2 else None)
+        return dict(best, runs=runs, noise=spread)
     return _score_one(proof, objective)
 
 
-@own_errors
-def sglang_tune_noise(scores, min_gain):
-    """Relative noise from repeated measurements of one release: the spread of their scores
-    over the mean, never below min_gain (a gain smaller than that is not worth a change).
-
-    Args:
-        scores (list): the starting release's scores, one per repeated measurement (the `runs` of
-            sglang_tune_score); at least two numbers, others are dropped.
-        min_gain (float): the plan's min_gain (sglang_tune_min_gain), a fraction: the least noise.
-    Returns:
-        float: the relative noise, a fraction rounded to 4 places.
-    """
+def measured_noise(scores, min_gain):
+    """Relative noise from repeated measurements of one release (the `runs` of
+    sglang_tune_score, at least two numbers, others dropped): the spread of their scores over
+    the mean, never below min_gain (a gain smaller than that is not worth a change), a fraction
+    rounded to 4 places."""
     values = [float(s) for s in scores if _is_number(s)]
     if len(values) < 2:
-        _fail("sglang_tune_noise: the incumbent must be measured at least twice "
+        _fail("sglang_tune: the incumbent must be measured at least twice "
               "(sglang_tune_noise_repeats >= 2) and every measurement must count")
     mean = sum(values) / len(values)
     if max(values) == min(values):
@@ -524,7 +536,7 @@ def sglang_tune_best(results, incumbent, noise):
         results (list of dict): the results of this knob's candidates (each with its verdict,
             capacity and score); only measured ones count.
         incumbent (dict): the incumbent before this knob, a result with its capacity and score.
-        noise (float): the relative noise (sglang_tune_noise's answer).
+        noise (float): the relative noise (the `noise` of sglang_tune_score's runs).
     Returns:
         dict: the new incumbent, one of results or incumbent itself.
     """
@@ -583,8 +595,7 @@ def sglang_tune_finalists(results, count):
     return out[:int(count)]
 
 
-@own_errors
-def sglang_tune_winner(finalists, start, noise):
+def pick_winner(finalists, start, noise):
     """The finalist whose second measurement beats the starting release (a higher capacity, or
     the same and a score beyond noise), else the start. Among finalists of the best capacity
     within noise of the best score, the one with the fewest changes wins: a change must earn
@@ -594,7 +605,7 @@ def sglang_tune_winner(finalists, start, noise):
         finalists (list of dict): the finalists after their second measurement, each with its
             final_capacity and final_score.
         start (dict): the starting release's result (its key, capacity and score).
-        noise (float): the relative noise (sglang_tune_noise's answer).
+        noise (float): the relative noise (the `noise` of sglang_tune_score's runs).
     Returns:
         dict: the winning finalist, or the start.
     """
@@ -639,8 +650,7 @@ def _leaderboard_row(result, winner_key):
         _verdict(result, winner_key))
 
 
-@own_errors
-def sglang_tune_leaderboard(results, objective, winner_key=None):
+def leaderboard(results, objective, winner_key=None):
     """Lines of the leaderboard: the highest capacity and score first, then the ones without a
     score.
 
@@ -667,8 +677,7 @@ def sglang_tune_leaderboard(results, objective, winner_key=None):
     return lines
 
 
-@own_errors
-def sglang_tune_server_args(winner, start_args, operator_args=None):
+def server_args_yaml(winner, start_args, operator_args=None):
     """The inventory's sglang_server_args that make the winner: the operator's own, with what
     the winner changed from the starting configuration, as YAML.
 
@@ -693,8 +702,7 @@ SPEC_EXPECT = {"speculative-num-steps": "num_steps", "speculative-eagle-topk": "
                "speculative-num-draft-tokens": "num_draft_tokens"}
 
 
-@own_errors
-def sglang_tune_expect(candidate, expect):
+def expectations(candidate, expect):
     """The expectations a candidate is held to: the operator's, with the speculative shape the
     candidate asks for (a tuned step count is not a broken expectation).
 
@@ -713,8 +721,7 @@ def sglang_tune_expect(candidate, expect):
     return expect
 
 
-@own_errors
-def sglang_tune_env(winner, profile_env):
+def changed_env(winner, profile_env):
     """The winner's environment that differs from the profile's, for sglang_env.
 
     Args:
@@ -727,21 +734,45 @@ def sglang_tune_env(winner, profile_env):
     return {k: v for k, v in winner["env"].items() if str(profile_env.get(k)) != str(v)}
 
 
+@own_errors
+def sglang_tune_outcome(sweep, operator_args=None):
+    """What a sweep ends with: its winner, the leaderboard, and the inventory that makes the
+    winner (sglang_server_args and sglang_env).
+
+    The winner is the finalist whose second measurement beats the starting release beyond the
+    noise (see pick_winner); with no finalists, the incumbent (the start until a knob beat it).
+
+    Args:
+        sweep (dict): the sweep's state (__sglang_tune): its plan, base_config, base_env, start,
+            noise, results, and the incumbent and finals where it got that far.
+        operator_args (dict): the inventory's sglang_server_args before the sweep.
+    Returns:
+        dict: {winner, leaderboard (list of str), server_args (dict), inventory (str: YAML of
+            sglang_server_args), env (dict: the winner's variables that differ from the start)}.
+    """
+    finals = sweep.get("finals") or []
+    best = (pick_winner(finals, sweep["start"], sweep["noise"]) if finals
+            else sweep.get("incumbent") or sweep["start"])
+    inventory = server_args_yaml(best, sweep["base_config"], operator_args)
+    return {
+        "winner": best,
+        "leaderboard": leaderboard(sweep.get("results") or [], sweep["plan"]["objective"],
+                                   best["key"]),
+        "server_args": yaml.safe_load(inventory)["sglang_server_args"],
+        "inventory": inventory,
+        "env": changed_env(best, sweep["base_env"]),
+    }
+
+
 class FilterModule:
     def filters(self):
         return {
             "sglang_tune_plan": sglang_tune_plan,
-            "sglang_tune_candidate": sglang_tune_candidate,
-            "sglang_tune_knob_candidates": sglang_tune_knob_candidates,
+            "sglang_tune_candidates": sglang_tune_candidates,
             "sglang_tune_score": sglang_tune_score,
-            "sglang_tune_noise": sglang_tune_noise,
             "sglang_tune_best": sglang_tune_best,
             "sglang_tune_budget": sglang_tune_budget,
             "sglang_tune_finalists": sglang_tune_finalists,
-            "sglang_tune_winner": sglang_tune_winner,
-            "sglang_tune_leaderboard": sglang_tune_leaderboard,
-            "sglang_tune_server_args": sglang_tune_server_args,
-            "sglang_tune_env": sglang_tune_env,
-            "sglang_tune_expect": sglang_tune_expect,
             "sglang_tune_resolved_key": sglang_tune_resolved_key,
+            "sglang_tune_outcome": sglang_tune_outcome,
         }

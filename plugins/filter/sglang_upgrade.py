@@ -219,7 +219,8 @@ def _changes_needed(report, new_verdict, prereq_failures):
 
 def sglang_upgrade_report(old_verdict, new_verdict, old_resolution, new_resolution, prereqs=None):
     """{from, to, refused_flags, differences, rows_changed, packages, prerequisites, verdict,
-    changes_needed}: the plan of moving a release from one SGLang to another.
+    changes_needed, unknowns, lines}: the plan of moving a release from one SGLang to another,
+    with its lines for the play output (table()).
 
     `old_verdict`/`new_verdict`: sglang_preflight of the release in each venv;
     `old_resolution`/`new_resolution`: what sglang_resolve returned there; `prereqs`:
@@ -239,7 +240,8 @@ def sglang_upgrade_report(old_verdict, new_verdict, old_resolution, new_resoluti
         prereqs (dict): what sglang_host_prereqs read in the candidate's venv once it was built
             (none: not read).
     Returns:
-        dict: the plan; its verdict is ready, unknown or changes needed.
+        dict: the plan; its verdict is ready, unknown or changes needed; `lines` shows it, the
+            verdict first.
     """
     for name, value in (("old_verdict", old_verdict), ("new_verdict", new_verdict)):
         if not isinstance(value, dict) or "rows" not in value:
@@ -271,6 +273,7 @@ def sglang_upgrade_report(old_verdict, new_verdict, old_resolution, new_resoluti
     report["verdict"] = ("changes needed" if report["changes_needed"] or new_verdict.get("failures")
                          else "unknown" if report["unknowns"] or not new_verdict.get("ok")
                          else "ready")
+    report["lines"] = table(report)
     return report
 
 
@@ -285,14 +288,9 @@ def _short(value, limit=48):
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def sglang_upgrade_table(report):
-    """The plan as lines for the play output: verdict, refused flags, rows, fields, packages.
-
-    Args:
-        report (dict): the plan (sglang_upgrade_report's answer).
-    Returns:
-        list of str: the plan's lines, the verdict first.
-    """
+def table(report):
+    """The plan (sglang_upgrade_report's answer) as lines for the play output, the verdict
+    first: refused flags, rows, fields, packages, prerequisites, what to do, unknowns."""
     lines = [f"upgrade sglang {report['from_version']} -> {report['to_version']}: "
              f"{report['verdict'].upper()}"]
     lines += [f"  refused: {f['flag']}: {f['message']} (nearest: {', '.join(f['nearest']) or 'none'})"
@@ -346,5 +344,4 @@ def sglang_upgrade_summary(hosts, plans):
 class FilterModule:
     def filters(self):
         return {"sglang_upgrade_report": own_errors(sglang_upgrade_report),
-                "sglang_upgrade_table": own_errors(sglang_upgrade_table),
                 "sglang_upgrade_summary": own_errors(sglang_upgrade_summary)}

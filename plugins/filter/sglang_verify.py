@@ -100,8 +100,9 @@ def _level(smoke, concurrency):
 
 
 def sglang_smoke_gate(smoke, min_decode_tok_s=None, max_ttft_ms=None, baseline=None,
-                      tolerance=0.10, regressions="refuse"):
-    """{ok, failures, warnings, rows}: floors, failed requests and regression against the baseline.
+                      tolerance=0.10, regressions="refuse", ceiling=None):
+    """{ok, failures, warnings, unknowns, rows, lines, record}: floors, failed requests and
+    regression against the baseline, the table to show and what the release keeps.
 
     `regressions` is what a regression beyond the tolerance does: `refuse` (a deploy: the
     baseline is the release it replaces) or `warn` (a rollback: the baseline is the release's
@@ -117,8 +118,13 @@ def sglang_smoke_gate(smoke, min_decode_tok_s=None, max_ttft_ms=None, baseline=N
         tolerance (float): the fraction by which a figure may fall behind the baseline.
         regressions (str): refuse (a deploy) or warn (a rollback): what a regression beyond the
             tolerance does.
+        ceiling (dict): what sglang_ceiling returned: the bandwidth bound beside the figures, and
+            kept in the record (none: no ceiling).
     Returns:
-        dict: {ok, failures, warnings, unknowns, rows}; rows are {concurrency, now, baseline}.
+        dict: {ok, failures, warnings, unknowns, rows, lines, record}; rows are {concurrency,
+            now, baseline}; lines the table (smoke_table: per level, the ceiling, the warnings,
+            the verdict); record what the release keeps of its smoke test, the next one's
+            baseline (smoke_record).
     """
     floor, ttft_cap, tolerance = sglang_smoke_limits(min_decode_tok_s, max_ttft_ms, tolerance)
     if regressions not in ("refuse", "warn"):
@@ -143,8 +149,9 @@ def sglang_smoke_gate(smoke, min_decode_tok_s=None, max_ttft_ms=None, baseline=N
     # Fail closed: a figure the baseline has and this run lacks is no evidence of "not slower".
     if regressions == "refuse":
         failures += slower + unmeasured
-    return {"ok": not failures, "failures": failures, "unknowns": unmeasured,
+    gate = {"ok": not failures, "failures": failures, "unknowns": unmeasured,
             "warnings": slower + unmeasured if regressions == "warn" else [], "rows": rows}
+    return dict(gate, lines=smoke_table(gate, ceiling), record=smoke_record(smoke, ceiling))
 
 
 def _unmeasured(lv, base, baseline_name):
@@ -251,15 +258,10 @@ def sglang_ceiling(facts, smoke, tp_size, bandwidth_gbs):
             "fraction": round(measured / ceiling, 3) if measured else None}
 
 
-def sglang_smoke_record(smoke, ceiling=None):
-    """What a release keeps of its smoke test (smoke.json, manifest): the baseline of the next.
-
-    Args:
-        smoke (dict): what sglang_smoke measured (its model, levels, accept length, graph passes).
-        ceiling (dict): what sglang_ceiling returned, kept as it is (none: no ceiling).
-    Returns:
-        dict: {model, levels, accept_length, graph_passes, ceiling}.
-    """
+def smoke_record(smoke, ceiling=None):
+    """What a release keeps of its smoke test (smoke.json, manifest), the baseline of the next:
+    {model, levels, accept_length, graph_passes, ceiling} of what sglang_smoke measured, the
+    ceiling (sglang_ceiling's answer) kept as it is."""
     keep = ("concurrency", "requests_ok", "requests_failed", "ttft_ms_p50", "ttft_ms_p99",
             "tpot_ms_p50", "tpot_ms_p99", "decode_tok_s_per_user", "output_tok_s",
             "completion_tokens", "wall_s")
@@ -272,28 +274,21 @@ def sglang_smoke_record(smoke, ceiling=None):
     }
 
 
-def sglang_smoke_table(gate, ceiling=None):
-    """Lines of the smoke test's table: per concurrency level TTFT, TPOT, tok/s and the baseline.
-
-    `gate` is what sglang_smoke_gate returned; `ceiling` (sglang_ceiling) adds the bandwidth
-    bound and the fraction of it measured.
-
-    Args:
-        gate (dict): what sglang_smoke_gate returned.
-        ceiling (dict): what sglang_ceiling returned: the bandwidth bound and the fraction of it
-            measured.
-    Returns:
-        list of str: the table's lines, the ceiling, the warnings and the verdict.
-    """
+def smoke_table(gate, ceiling=None):
+    """Lines of the smoke test's table: per concurrency level TTFT, TPOT, tok/s and the baseline
+    (the gate's rows), the bandwidth bound and the fraction of it measured (`ceiling`,
+    sglang_ceiling's answer), the warnings and the verdict."""
     head = (f"{'conc':>4} {'ok/fail':>7} {'TTFT p50':>9} {'p99':>7} {'TPOT p50':>9} {'p99':>7} "
             f"{'tok/s/user':>10} {'out tok/s':>9}   baseline tok/s/user, out tok/s, TTFT p50")
     lines = [head]
     for row in gate["rows"]:
         lv, base = row["now"], row["baseline"]
-        line = (f"{lv['concurrency']:>4} {lv['requests_ok']:>3}/{lv['requests_failed']:<3} "
-                f"{_n(lv['ttft_ms_p50']):>9} {_n(lv['ttft_ms_p99']):>7} "
-                f"{_n(lv['tpot_ms_p50']):>9} {_n(lv['tpot_ms_p99']):>7} "
-                f"{_n(lv['decode_tok_s_per_user']):>10} {_n(lv['output_tok_s']):>9}   ")
+        # A figure the measurement lacks is shown as missing, never as a number.
+        line = (f"{lv['concurrency']:>4} {_n(lv.get('requests_ok')):>3}/"
+                f"{_n(lv.get('requests_failed')):<3} "
+                f"{_n(lv.get('ttft_ms_p50')):>9} {_n(lv.get('ttft_ms_p99')):>7} "
+                f"{_n(lv.get('tpot_ms_p50')):>9} {_n(lv.get('tpot_ms_p99')):>7} "
+                f"{_n(lv.get('decode_tok_s_per_user')):>10} {_n(lv.get('output_tok_s')):>9}   ")
         line += (f"{_n(base.get('decode_tok_s_per_user'))}, {_n(base.get('output_tok_s'))}, "
                  f"{_n(base.get('ttft_ms_p50'))}" if base else "no previous good release")
         lines.append(line)
@@ -356,8 +351,5 @@ class FilterModule:
             "sglang_verify": own_errors(sglang_verify),
             "sglang_verify_table": own_errors(sglang_verify_table),
             "sglang_smoke_gate": own_errors(sglang_smoke_gate),
-            "sglang_smoke_limits": own_errors(sglang_smoke_limits),
             "sglang_ceiling": own_errors(sglang_ceiling),
-            "sglang_smoke_table": own_errors(sglang_smoke_table),
-            "sglang_smoke_record": own_errors(sglang_smoke_record),
         }

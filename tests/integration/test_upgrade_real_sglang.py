@@ -22,7 +22,7 @@ def plan(old_version, new_version, args):
                                       verdict(new, args, PROFILE["expect"]), old, new)
     print(f"\nplan {old_version} -> {new_version} in {time.monotonic() - started:.1f} s "
           "(resolutions asked before in this session are reused)\n"
-          + "\n".join(up.sglang_upgrade_table(report)))
+          + "\n".join(report["lines"]))
     json.dumps(report)
     return report
 
@@ -82,7 +82,7 @@ def test_a_candidate_that_crashes_or_hangs_is_unknown_and_the_plan_fails(
                                "env": {"PYTHONPATH": str(tmp_path)}, "timeout": timeout})
     report = up.sglang_upgrade_report(verdict(old, args, PROFILE["expect"]),
                                       verdict(new, args, PROFILE["expect"]), old, new)
-    print(f"\n{how}: " + "\n".join(up.sglang_upgrade_table(report)[:1] + [
+    print(f"\n{how}: " + "\n".join(report["lines"][:1] + [
         f"  unknown: {u}" for u in report["unknowns"]]))
     assert report["verdict"] != "ready"
     assert any(u.startswith("the candidate SGLang did not resolve the release: " + words)

@@ -115,9 +115,9 @@ def _problems_of(name):
 
 def test_every_filter_is_typed_and_shows_a_real_call():
     bad = {name: found for name in sorted(set(FILTERS) - NOT_YET) if (found := _problems_of(name))}
-    assert len(FILTERS) > 40 and not bad, bad
-    called = [name for name in FILTERS if callers(name)]
-    assert len(called) > 40, called  # most examples are real calls
+    assert len(FILTERS) > 30 and not bad, bad
+    not_called = [name for name in FILTERS if not callers(name)]
+    assert not not_called, not_called  # every example is a real call
 
 
 def test_the_filters_left_untyped_are_the_listed_ones():
@@ -135,16 +135,19 @@ def _env():
     return env
 
 
-def test_the_hand_made_examples_render():
+def test_every_filter_is_called_by_a_role_or_playbook_and_hand_made_examples_render():
+    """A filter is the collection's API: one no role or playbook calls is a helper of the
+    filter that does (the checks sglang_input_violations runs, the dashboard of the pack, the
+    upgrade plan's lines), not a filter of its own. A hand-made example still renders."""
     env = _env()
     hand = {}
     for name, function in sorted(FILTERS.items()):
         doc = BUILD.filter_doc(name, function, COLLECTION)["EXAMPLES"]
         if doc.startswith(BY_HAND):
             hand[name] = "\n".join(line[2:] for line in doc.splitlines()[1:])
-    assert set(hand) >= {"sglang_unit_check", "sglang_profile_check"}, hand
     for name, call in hand.items():
         env.from_string(call).render()  # raises on a call the filter refuses
+    assert not hand, f"filters no role or playbook calls: {sorted(hand)}"
 
 
 def _doc(name):

@@ -145,5 +145,6 @@ def test_config_rendering_never_tracebacks(profile_args, overrides, port):
 
 @SETTINGS
 @given(st.one_of(keyed(["description", "model", "args", "env", "expect", "smoke"]), json_like))
-def test_profile_check_never_tracebacks(profile):
-    expect_own_error(lambda: render.sglang_profile_check(profile))
+def test_a_profile_of_any_shape_never_tracebacks(profile):
+    """The profile check runs first in the render (and in sglang_input_violations)."""
+    expect_own_error(lambda: render.sglang_server_config(profile, {}, "", "", "127.0.0.1", 30000))

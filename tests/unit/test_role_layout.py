@@ -315,7 +315,7 @@ def test_internal_facts_and_entry_points_do_not_grow():
     __sglang_router_pack_files, whether the router's rules changed (Prometheus is reloaded
     then). Issue 46 made two lazy role vars that read facts facts set once where what they
     derive from is known (__sglang_release_content, release/describe.yml; the unit's
-    __sglang_unit_sandbox_lines, inputs/render_args.yml), and took a writer away from
+    sandbox and environment, __sglang_unit, inputs/render_args.yml), and took a writer away from
     __sglang_preflight (playbooks/smoke.yml hands the recorded verdict to the check by name),
     and added __sglang_step_result, the step entry point's one output: the tuner read ten of
     the deploy's facts after each step, and now reads none (test_data_flow.py))."""

@@ -10,7 +10,6 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from support.wheels import venv_with
 
-from ansible_collections.sglang.deploy.plugins.filter import sglang_caches as caches
 from ansible_collections.sglang.deploy.plugins.filter import sglang_render as render
 from ansible_collections.sglang.deploy.plugins.plugin_utils import sglang_cache_env as cache
 
@@ -83,6 +82,6 @@ def test_the_unit_lines_come_with_the_sandbox_only():
 
 
 def test_a_local_model_directory_keeps_sglang_off_the_hub():
-    assert caches.sglang_unit_hub_env("/srv/models/Qwen3.6-27B") == ["Environment=HF_HUB_OFFLINE=1"]
-    assert caches.sglang_unit_hub_env("Qwen/Qwen3.6-27B") == []
-    assert caches.sglang_unit_hub_env("") == []
+    assert render.hub_env("/srv/models/Qwen3.6-27B") == ["Environment=HF_HUB_OFFLINE=1"]
+    assert render.hub_env("Qwen/Qwen3.6-27B") == []
+    assert render.hub_env("") == []

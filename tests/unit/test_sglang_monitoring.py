@@ -158,9 +158,13 @@ def test_the_rules_file_is_what_prometheus_reads():
 
 
 def test_the_dashboard_draws_the_live_figures_beside_the_releases():
-    board = mon.sglang_monitoring_dashboard("5m")
+    pack = mon.sglang_monitoring_pack(RELEASE, TARGET, FLOORS, SETTINGS)
+    board = pack["dashboard"]
+    assert board == mon.dashboard(SETTINGS["window"])
+    assert "[7m]" in json.dumps(mon.sglang_monitoring_pack(RELEASE, TARGET, FLOORS,
+                                                           dict(SETTINGS, window="7m"))["dashboard"])
     exprs = [t["expr"] for p in board["panels"] for t in p["targets"]]
-    recorded = {r["record"] for r in records(mon.sglang_monitoring_pack(RELEASE, TARGET, FLOORS, SETTINGS))}
+    recorded = {r["record"] for r in records(pack)}
     assert recorded <= {e.split("{")[0] for e in exprs}
     assert len({p["id"] for p in board["panels"]}) == len(board["panels"])
     assert board["templating"]["list"][1]["query"] == 'label_values(up{job="sglang"}, sglang_host)'

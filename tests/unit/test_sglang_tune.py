@@ -42,6 +42,11 @@ def level(value, concurrency=1, ttft=250.0, errors=0, met=True, attainment=None)
             "slo_attainment": attainment, "met": met, "misses": [] if met else ["slow"]}
 
 
+def score(measured, objective=OBJ, min_gain=0.03):
+    """sglang_tune_score with a plan of this objective."""
+    return t.sglang_tune_score(measured, {"objective": objective, "min_gain": min_gain})
+
+
 def proof(value, concurrency=1, ttft=250.0, **lv):
     """A measurement of the serving bench at one level."""
     return {"measured_by": "own bench", "levels": [level(value, concurrency, ttft, **lv)],
@@ -59,15 +64,15 @@ def sweep(p, jitter=0.01, known=None):
         sign = 1 if calls["n"] % 2 else -1  # deterministic wobble of +-jitter
         return perf.tok_s_per_user(cand["args"]) * (1 + sign * jitter)
 
-    start = t.sglang_tune_candidate(p, ARGS, {}, {}, "0.5.23", "h")
-    figures = t.sglang_tune_score([proof(measure(start)), proof(measure(start))], OBJ)
-    noise = t.sglang_tune_noise(figures["runs"], p["min_gain"])
+    [start] = t.sglang_tune_candidates(p, {"args": ARGS, "env": {}}, None, [], "0.5.23", "h", {})
+    figures = t.sglang_tune_score([proof(measure(start)), proof(measure(start))], p)
+    noise = figures["noise"]
     start.update(figures, verdict="incumbent", release="r0")
     incumbent, results, restarts = start, [start], 0
     for knob in p["knobs"]:
         knob_results = []
-        for cand in t.sglang_tune_knob_candidates(p, incumbent, knob["name"], list(known),
-                                                  "0.5.23", "h"):
+        for cand in t.sglang_tune_candidates(p, incumbent, knob["name"], list(known),
+                                             "0.5.23", "h"):
             if cand["skip"] == "identical":
                 res = {**cand, "verdict": "identical"}
             elif cand["skip"] == "measured":
@@ -82,7 +87,7 @@ def sweep(p, jitter=0.01, known=None):
             else:
                 restarts += 1
                 res = {**cand, "verdict": "measured", "release": cand["key"],
-                       **t.sglang_tune_score(proof(measure(cand)), OBJ)}
+                       **t.sglang_tune_score(proof(measure(cand)), p)}
             if res["verdict"] in ("measured", "crashed") and not res.get("resumed"):
                 known[res["key"]] = res
             knob_results.append(res)
@@ -91,9 +96,12 @@ def sweep(p, jitter=0.01, known=None):
     finals = []
     for fin in t.sglang_tune_finalists(results, p["finalists"]):
         restarts += 1
-        final = t.sglang_tune_score(proof(perf.tok_s_per_user(fin["args"])), OBJ)
+        final = t.sglang_tune_score(proof(perf.tok_s_per_user(fin["args"])), p)
         finals.append({**fin, "final_score": final["score"], "final_capacity": final["capacity"]})
-    return t.sglang_tune_winner(finals, start, noise), results, restarts, known
+    outcome = t.sglang_tune_outcome({"plan": p, "base_config": ARGS, "base_env": {},
+                                     "start": start, "noise": noise, "results": results,
+                                     "incumbent": incumbent, "finals": finals})
+    return outcome["winner"], results, restarts, known
 
 
 def test_the_sweep_finds_the_models_best_with_fewer_restarts_than_the_grid():
@@ -138,11 +146,11 @@ def test_a_candidate_wins_only_beyond_noise():
     assert t.sglang_tune_beats(scored(104.0), scored(100.0), 0.03)
     assert not t.sglang_tune_beats(scored(103.0), scored(100.0), 0.03)
     assert not t.sglang_tune_beats(scored(None), scored(100.0), 0.03)
-    assert t.sglang_tune_noise([100.0, 110.0], 0.02) == pytest.approx(0.0952, abs=1e-3)
-    assert t.sglang_tune_noise([100.0, 100.5], 0.02) == 0.02
-    assert t.sglang_tune_noise([0.0, 0.0], 0.02) == 0.02
+    assert t.measured_noise([100.0, 110.0], 0.02) == pytest.approx(0.0952, abs=1e-3)
+    assert t.measured_noise([100.0, 100.5], 0.02) == 0.02
+    assert t.measured_noise([0.0, 0.0], 0.02) == 0.02
     with pytest.raises(AnsibleFilterError, match="at least twice"):
-        t.sglang_tune_noise([100.0, None], 0.02)
+        t.measured_noise([100.0, None], 0.02)
 
 
 def test_the_proven_capacity_ranks_before_the_score():
@@ -155,15 +163,15 @@ def test_the_proven_capacity_ranks_before_the_score():
                dict(scored(None, None), id="failed", key="c", verdict="measured", release="r3")]
     assert t.sglang_tune_best(results, dict(scored(100.0, 4), id="start"), 0.03)["id"] == "wide"
     assert [r["id"] for r in t.sglang_tune_finalists(results, 3)] == ["wide", "fast"]
-    lines = t.sglang_tune_leaderboard(results, OBJ)
+    lines = t.leaderboard(results, OBJ)
     assert [line.split()[0] for line in lines[2:]] == ["r2", "r1", "r3"]
     # The winner: the finalists' second figures, capacity first, against the start's.
     start = dict(scored(100.0, 4), key="s", changes={})
     finals = [dict(results[0], final_score=300.0, final_capacity=4, changes={"x": 1}),
               dict(results[1], final_score=80.0, final_capacity=8, changes={"x": 1, "y": 2})]
-    assert t.sglang_tune_winner(finals, start, 0.03)["id"] == "wide"
+    assert t.pick_winner(finals, start, 0.03)["id"] == "wide"
     finals[1]["final_capacity"] = 4
-    assert t.sglang_tune_winner(finals, start, 0.03)["id"] == "fast"
+    assert t.pick_winner(finals, start, 0.03)["id"] == "fast"
 
 
 def test_noise_large_enough_keeps_the_incumbent():
@@ -202,75 +210,88 @@ def test_numbers_given_with_e_arrive_as_strings():
 
 def test_env_knobs_and_keys():
     p = t.sglang_tune_plan(spec(space={"env": {"NCCL_P2P_DISABLE": [0, 1]}}), ARGS, {})
-    start = t.sglang_tune_candidate(p, ARGS, {}, {}, "0.5.23", "h")
-    cands = t.sglang_tune_knob_candidates(p, start, "NCCL_P2P_DISABLE", [], "0.5.23", "h")
+    start = t.make_candidate(p, ARGS, {}, {}, "0.5.23", "h")
+    cands = t.sglang_tune_candidates(p, start, "NCCL_P2P_DISABLE", [], "0.5.23", "h")
     assert [c["env"] for c in cands] == [{"NCCL_P2P_DISABLE": "0"}, {"NCCL_P2P_DISABLE": "1"}]
-    assert t.sglang_tune_env(cands[1], {}) == {"NCCL_P2P_DISABLE": "1"}
+    assert t.changed_env(cands[1], {}) == {"NCCL_P2P_DISABLE": "1"}
     # The key is what was measured: another host or SGLang version measures again.
-    again = t.sglang_tune_candidate(p, ARGS, {}, {"NCCL_P2P_DISABLE": "1"}, "0.5.23", "h")
-    other = t.sglang_tune_candidate(p, ARGS, {}, {"NCCL_P2P_DISABLE": "1"}, "0.5.24", "h")
+    again = t.make_candidate(p, ARGS, {}, {"NCCL_P2P_DISABLE": "1"}, "0.5.23", "h")
+    other = t.make_candidate(p, ARGS, {}, {"NCCL_P2P_DISABLE": "1"}, "0.5.24", "h")
     assert again["key"] == cands[1]["key"] != other["key"]
-    skipped = t.sglang_tune_knob_candidates(p, start, "NCCL_P2P_DISABLE", [again["key"]],
+    skipped = t.sglang_tune_candidates(p, start, "NCCL_P2P_DISABLE", [again["key"]],
                                             "0.5.23", "h")
     assert [c["skip"] for c in skipped] == [None, "measured"]
+    # Each candidate carries the expectations it is deployed with; the start its own.
+    steps = t.sglang_tune_plan(spec(space={"args": {"speculative-num-steps": [2]}}), ARGS, {})
+    [first] = t.sglang_tune_candidates(steps, {"args": ARGS, "env": {}}, None, [], "0.5.23", "h",
+                                       PROFILE["expect"])
+    assert first["id"] == "starting configuration" and first["skip"] is None
+    assert first["expect"] == PROFILE["expect"]
+    [two] = t.sglang_tune_candidates(steps, first, "speculative-num-steps", [], "0.5.23", "h",
+                                     PROFILE["expect"])
+    assert two["expect"]["speculative"]["num_steps"] == 2
 
 
 def test_score_respects_the_ttft_ceiling_and_failed_requests():
     obj = {"metric": "output_tok_s", "concurrency": 8, "ttft_p99_ms_max": 500}
-    assert t.sglang_tune_score(proof(50, 8, 400), obj)["score"] == 400.0
-    assert "above the ceiling" in t.sglang_tune_score(proof(50, 8, 900), obj)["reason"]
+    assert score(proof(50, 8, 400), obj)["score"] == 400.0
+    assert "above the ceiling" in score(proof(50, 8, 900), obj)["reason"]
     # The ceiling is judged on the TTFT p99 of the objective's level: none measured, none met.
     unmeasured = proof(50, 8, 400)
     unmeasured["levels"][0]["ttft_ms"]["p99"] = None
-    assert "above the ceiling" in t.sglang_tune_score(unmeasured, obj)["reason"]
-    assert "no level" in t.sglang_tune_score(proof(50, 1), obj)["reason"]
-    failed = t.sglang_tune_score(proof(50, 8, errors=2), obj)
+    assert "above the ceiling" in score(unmeasured, obj)["reason"]
+    assert "no level" in score(proof(50, 1), obj)["reason"]
+    failed = score(proof(50, 8, errors=2), obj)
     assert failed["score"] is None and failed["reason"] == "2 of 8 requests failed at concurrency 8"
 
 
 def test_a_candidate_counts_with_a_proven_capacity_and_no_failed_request_at_any_level():
     obj = {"metric": "output_tok_s", "concurrency": 4, "ttft_p99_ms_max": None}
     sweep_ = {"levels": [level(60, 1), level(50, 2), level(40, 4)]}
-    out = t.sglang_tune_score(sweep_, obj)
+    out = score(sweep_, obj)
     assert (out["capacity"], out["score"], out["reason"]) == (4, 160.0, "")
     assert out["level"]["concurrency"] == 4 and out["accept_length"] == 2.5
     # A level above the one that missed is luck, not capacity; the score is still read at 4.
     lucky = {"levels": [level(60, 1), level(15, 2, met=False), level(40, 4)]}
-    out = t.sglang_tune_score(lucky, obj)
+    out = score(lucky, obj)
     assert out["capacity"] == 1 and out["score"] == 160.0
     assert out["reason"] == "concurrency 2 missed: slow"
     # No level met: it does not count.
-    nothing = t.sglang_tune_score({"levels": [level(10, 1, met=False), level(9, 4, met=False)]},
+    nothing = score({"levels": [level(10, 1, met=False), level(9, 4, met=False)]},
                                   obj)
     assert nothing["score"] is None and "no proven capacity" in nothing["reason"]
     # A finalist's levels above the objective's: no capacity from them, but a failure counts.
     above = {"levels": [level(60, 1), level(40, 4), level(30, 16)]}
-    assert t.sglang_tune_score(above, obj)["capacity"] == 4
+    assert score(above, obj)["capacity"] == 4
     above["levels"][2]["errors"] = 1
-    assert t.sglang_tune_score(above, obj)["score"] is None
+    assert score(above, obj)["score"] is None
 
 
 def test_the_score_counts_the_requests_within_the_slos_goodput():
     obj = {"metric": "output_tok_s", "concurrency": 4, "ttft_p99_ms_max": None}
     # SGLang's benchmark counts the requests within the SLOs (--goodput): 3 of 4.
     sglang = {"levels": [level(60, 1), level(40, 4, met=False, attainment=0.75)]}
-    out = t.sglang_tune_score(sglang, obj)
+    out = score(sglang, obj)
     assert (out["capacity"], out["score"]) == (1, 120.0)
     # The own bench counts none: a level that met all of them counts whole, one that missed none.
     own = {"levels": [level(60, 1), level(40, 4, met=False)]}
-    assert t.sglang_tune_score(own, obj)["score"] == 0.0
-    assert t.sglang_tune_score({"levels": [level(60, 1), level(40, 4)]}, obj)["score"] == 160.0
+    assert score(own, obj)["score"] == 0.0
+    assert score({"levels": [level(60, 1), level(40, 4)]}, obj)["score"] == 160.0
     per_user = dict(obj, metric="decode_tok_s_per_user")
-    assert t.sglang_tune_score(sglang, per_user)["score"] == 30.0
+    assert score(sglang, per_user)["score"] == 30.0
 
 
 def test_the_noise_runs_give_the_best_run_and_every_score():
     runs = [proof(50.0), proof(52.0), proof(51.0, errors=1)]
-    out = t.sglang_tune_score(runs, OBJ)
+    out = score(runs, OBJ, min_gain=0.01)
     assert out["score"] == 52.0 and out["capacity"] == 1
     assert out["runs"] == [50.0, 52.0, None]
-    assert t.sglang_tune_noise(out["runs"], 0.01) == pytest.approx(0.0392, abs=1e-3)
-    none = t.sglang_tune_score([proof(50.0, errors=1)], OBJ)
+    # The noise: the spread of the runs that count (50 and 52 over their mean), not below min_gain.
+    assert out["noise"] == pytest.approx(0.0392, abs=1e-3)
+    assert score(runs, OBJ, min_gain=0.05)["noise"] == 0.05
+    none = score([proof(50.0, errors=1), proof(50.0)], OBJ)
+    assert none["score"] == 50.0 and none["noise"] is None  # one run counts: no noise
+    none = score([proof(50.0, errors=1)], OBJ)
     assert none["score"] is None and "failed" in none["reason"] and none["runs"] == [None]
 
 
@@ -288,7 +309,7 @@ def test_a_result_measured_at_another_workload_is_not_resumed():
     """The key holds what a candidate was measured at (workload, SLOs, levels, objective): a
     result of an earlier sweep measured otherwise is measured again, never compared."""
     def key(**over):
-        return t.sglang_tune_candidate(plan(**over), ARGS, {}, {}, "0.5.23", "h")["key"]
+        return t.make_candidate(plan(**over), ARGS, {}, {}, "0.5.23", "h")["key"]
 
     assert key() == key()
     assert key(workload={"input_len": 64}) != key()
@@ -305,17 +326,30 @@ def test_budget_of_restarts_and_wall_time():
 def test_report_lines_winner_yaml_and_expectations():
     p = plan()
     winner, results, _, _ = sweep(p)
-    lines = t.sglang_tune_leaderboard(results, p["objective"], winner["key"])
+    lines = t.leaderboard(results, p["objective"], winner["key"])
     assert lines[0].startswith("objective: the proven capacity up to concurrency 1")
     assert "output_tok_s at concurrency 1 of the requests within the SLOs" in lines[0]
     assert lines[1].split()[:4] == ["candidate", "changed", "resolved", "capacity"]
     best = next(line for line in lines if "WINNER" in line)
     assert "speculative-num-steps=2" in best and "speculative-num-draft-tokens=3" in best
     assert any("refused" in line for line in lines)
-    out = yaml.safe_load(t.sglang_tune_server_args(winner, ARGS, {"context-length": 8192}))
+    out = yaml.safe_load(t.server_args_yaml(winner, ARGS, {"context-length": 8192}))
     assert out == {"sglang_server_args": {"speculative-num-steps": 2, "context-length": 8192,
                                           "speculative-num-draft-tokens": 3}}
-    expect = t.sglang_tune_expect(winner, PROFILE["expect"])
+    # The role reads all of it from one call at the end of the sweep.
+    sweep_state = {"plan": p, "base_config": ARGS, "base_env": {"NCCL_DEBUG": "WARN"},
+                   "start": results[0], "noise": 0.03, "results": results, "finals": [winner]}
+    outcome = t.sglang_tune_outcome(sweep_state, {"context-length": 8192})
+    assert outcome["winner"]["key"] == winner["key"] and outcome["leaderboard"] == lines
+    assert yaml.safe_load(outcome["inventory"]) == out
+    assert outcome["server_args"] == out["sglang_server_args"]
+    assert outcome["env"] == {}
+    # With no finalist (a sweep stopped early) the incumbent wins.
+    early = t.sglang_tune_outcome(dict(sweep_state, finals=[], incumbent=results[0]))
+    assert early["winner"]["key"] == results[0]["key"]
+    assert [line for line in early["leaderboard"] if "WINNER" in line] == [
+        line for line in early["leaderboard"] if "starting configuration" in line]
+    expect = t.expectations(winner, PROFILE["expect"])
     assert expect["speculative"] == {"algorithm": "EAGLE", "num_steps": 2, "eagle_topk": 1,
                                      "num_draft_tokens": 3}
     assert PROFILE["expect"]["speculative"]["num_steps"] == 3  # not modified in place
@@ -362,7 +396,7 @@ def test_the_winners_arguments_are_yaml_even_from_ansibles_own_types():
         pass
 
     winner = {"args": {"speculative-num-steps": 2, "attention-backend": Tagged("triton")}}
-    text = t.sglang_tune_server_args(winner, {"speculative-num-steps": 3},
+    text = t.server_args_yaml(winner, {"speculative-num-steps": 3},
                                      {Tagged("mem-fraction-static"): 0.8})
     assert yaml.safe_load(text) == {"sglang_server_args": {
         "attention-backend": "triton", "mem-fraction-static": 0.8, "speculative-num-steps": 2}}

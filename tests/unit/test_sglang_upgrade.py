@@ -112,7 +112,7 @@ def test_a_flag_the_candidate_removed_is_refused_with_its_nearest_name():
                                            "(nearest: --mamba-radix-cache-strategy)")
     # Nothing resolved on the candidate's side: nothing compared, not "every field gone".
     assert (report["compared"], report["differences"], report["fields_removed"]) == (False, [], [])
-    lines = up.sglang_upgrade_table(report)
+    lines = report["lines"]
     assert lines[0] == "upgrade sglang 0.5.15 -> 0.5.23: CHANGES NEEDED"
     assert any(line.startswith("  refused: --mamba-scheduler-strategy") for line in lines)
     assert "  resolved fields not compared" in " ".join(lines)
@@ -147,7 +147,7 @@ def test_a_driver_older_than_the_candidates_cuda_needs_is_a_change_needed():
     assert report["verdict"] == "changes needed"
     assert "upgrade the driver to >= 580.65.06" in report["changes_needed"][-1]
     assert "  prerequisite nvcc: needs for kernels built at run time, found none here" in \
-        up.sglang_upgrade_table(report)
+        report["lines"]
 
 
 def test_a_report_without_verdicts_is_refused():

@@ -104,7 +104,7 @@ def test_a_rollback_is_warned_of_a_regression_but_still_held_to_the_floors():
     assert out["ok"] and out["failures"] == []
     assert out["warnings"] == ["decode_tok_s_per_user at concurrency 1: 50.0 vs 60.0 in its "
                                "own figures when it was proven (-16.7%, tolerance 10%)"]
-    assert v.sglang_smoke_table(out)[-2:] == [f"warning: {out['warnings'][0]}", "smoke: OK"]
+    assert v.smoke_table(out)[-2:] == [f"warning: {out['warnings'][0]}", "smoke: OK"]
     below = v.sglang_smoke_gate(SMOKE, 55, None, baseline, 0.10, "warn")
     assert not below["ok"] and "below the floor of 55" in below["failures"][0]
     with pytest.raises(AnsibleFilterError, match="regressions is 'refuse' or 'warn'"):
@@ -134,9 +134,16 @@ def test_ceiling_of_the_reference_deployment():
 
 
 def test_tables_render():
-    gate = v.sglang_smoke_gate(SMOKE, 45, None, {"levels": SMOKE["levels"][:1]})
-    lines = v.sglang_smoke_table(gate, {"known": False, "reason": "no GPU facts"})
+    ceiling = {"known": False, "reason": "no GPU facts"}
+    gate = v.sglang_smoke_gate(SMOKE, 45, None, {"levels": SMOKE["levels"][:1]}, 0.1, "refuse",
+                               ceiling)
+    lines = gate["lines"]
     assert lines[-1] == "smoke: OK" and "no previous good release" in lines[2]
+    assert any("no GPU facts" in line for line in lines)
+    # The gate hands back what the release keeps too: the next release's baseline.
+    assert gate["record"]["ceiling"] == ceiling
+    assert [lv["concurrency"] for lv in gate["record"]["levels"]] == [
+        lv["concurrency"] for lv in SMOKE["levels"]]
     verification = v.sglang_verify(v.sglang_effective(NEW), PREFLIGHT, {})
     text = v.sglang_verify_table(verification, {"decode_graph_captured": {
         "count": 1, "lines": ["Capture target decode CUDA graph begin."]}})
