@@ -2,6 +2,13 @@
 the leaderboard. Pure functions over data (no host, no clock of their own), tested in
 tests/unit/test_sglang_tune.py; the tasks of roles/sglang_tune only wire them.
 
+The filters, in the order a sweep calls them: sglang_tune_plan (the checked space, objective,
+budget), sglang_tune_candidates (the starting configuration, then each knob's values, each
+with its key, skip and expectations), sglang_tune_budget, sglang_tune_resolved_key,
+sglang_tune_score (capacity, score, and the noise of repeated runs), sglang_tune_best (the
+incumbent after a knob), sglang_tune_finalists, sglang_tune_outcome (winner, leaderboard and
+the inventory that makes it). The functions without the sglang_tune_ prefix are their parts.
+
 The search: one knob at a time from the incumbent (the best release so far); a candidate
 becomes the incumbent only when it beats it by more than the measured noise.
 

@@ -2,7 +2,8 @@
 READMEs: every `make <target>` they name is a target of the Makefile, and every "`make X` (part
 of `make Y`)" holds in the Makefile's graph (prerequisites and `$(MAKE)` calls in recipes);
 every entry point they name is in a role's meta/argument_specs.yml, and an entry-point count is
-the spec's; "N scenarios" is the number of molecule scenarios; a default a role README gives is
+the spec's; "N scenarios" is the number of molecule scenarios, "N filters" the number of the
+collection's filters; a default a role README gives is
 its spec's default, of its spec's type; the crash harness's operations in design.md are the
 harness's; every relative link leads to a file (and heading); the README stays a front door.
 Each check is a small function of a text, and each is shown failing on a wrong text."""
@@ -173,6 +174,11 @@ def scenario_count_problems(text, count):
     return problems
 
 
+def filter_count_problems(text, count):
+    return [f"{said} filters: there are {count}"
+            for said in re.findall(r"\b(\d+) filters\b", text) if int(said) != count]
+
+
 SPEC_TYPES = {"int": int, "bool": bool, "str": str, "path": str, "list": list, "dict": dict,
               "float": (int, float)}
 
@@ -203,12 +209,15 @@ def default_problems(text, spec):
 
 
 SCENARIOS = len(list(ROOT.glob("molecule/*/molecule.yml")))
+# One documentation file per filter (scripts/filter_docs.py, held to the filters by its test).
+FILTER_COUNT = len(list(ROOT.glob("plugins/filter/*.yml")))
 
 
 @pytest.mark.parametrize("doc", sorted(_docs()))
 def test_entry_points_and_scenario_counts_the_docs_name_exist(doc):
     text = _docs()[doc]
-    assert entry_point_problems(text, SPECS) + scenario_count_problems(text, SCENARIOS) == []
+    assert entry_point_problems(text, SPECS) + scenario_count_problems(text, SCENARIOS) \
+        + filter_count_problems(text, FILTER_COUNT) == []
 
 
 @pytest.mark.parametrize("role", sorted(SPECS))
@@ -220,7 +229,7 @@ def test_the_defaults_a_role_readme_gives_are_its_spec(role):
 def test_the_docs_name_entry_points_counts_and_defaults():
     text = "\n".join(_docs().values())
     assert {"main", "step", "worker", "smoke"} <= set(entry_points_named(text))
-    assert re.search(r"\w+ scenarios", text)
+    assert re.search(r"\w+ scenarios", text) and re.search(r"\d+ filters", text)
     assert len(default_problems((ROOT / "roles/sglang/README.md").read_text(), {})) > 5
 
 
@@ -235,6 +244,9 @@ def test_a_wrong_entry_point_count_or_default_is_caught():
     assert scenario_count_problems("six scenarios; 6 molecule scenarios", 6) == []
     assert scenario_count_problems("| seven scenarios in containers |", 6) == [
         "seven scenarios: there are 6"]
+    assert filter_count_problems("(39 filters, every one called)", 39) == []
+    assert filter_count_problems("52 filters, 33 called from one place", 39) == [
+        "52 filters: there are 39"]
     assert default_problems("- `sglang_t` (`7`): seconds", specs["r"]) == []
     assert default_problems("- `sglang_t` (`null`): none", specs["r"]) == [
         "sglang_t: documented None, its default is 7"]
