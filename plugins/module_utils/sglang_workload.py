@@ -192,7 +192,9 @@ def level(record, concurrency, sent):
 def misses(lv, slo):
     """What keeps one level from counting: failed requests, each SLO it missed, and each SLO
     whose figure the run did not give (a level is proven only on evidence)."""
-    found = [f"{lv['errors']} of {lv['requests']} requests failed"] if lv["errors"] else []
+    # With what the benchmark said when it wrote no result (the end of its output, key removed).
+    why = f" ({lv['error']})" if lv.get("error") else ""
+    found = [f"{lv['errors']} of {lv['requests']} requests failed{why}"] if lv["errors"] else []
     for key, figure, worse in (("ttft_p99_ms", lv["ttft_ms"]["p99"], "above"),
                                ("itl_p99_ms", lv["itl_ms"]["p99"], "above"),
                                ("min_tok_s_per_user", lv["tok_s_per_user"], "below")):

@@ -227,7 +227,9 @@ def sglang_level(p, w, concurrency, work, runs_as=None):
     sent = workloads.requests_at(w, concurrency)
     if record is None:
         # Every request failed (or the warmup): the benchmark exits 1 and writes nothing.
-        said = excerpt(text_of(proc.stderr) or text_of(proc.stdout), [p["api_key"]], 600)
+        # Its end, redacted first: where a traceback says why (the start is import warnings).
+        said = excerpt(text_of(proc.stderr) or text_of(proc.stdout), [p["api_key"]], 1 << 20).rstrip()
+        said = said if len(said) <= 600 else "..." + said[-600:]
         level = workloads.level({}, concurrency, sent)
         return dict(level, error=f"exit {proc.returncode}, no result: {said}")
     return workloads.level(record, concurrency, sent)

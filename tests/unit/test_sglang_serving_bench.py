@@ -190,6 +190,28 @@ def test_a_level_that_writes_no_record_counts_every_request_failed(tmp_path):
               "slo": {}, "timeout": 30, "api_key": ""}
     level = bench.sglang_level(params, w, 2, str(tmp_path))
     assert level["errors"] == 5 and level["completed"] == 0 and "no result" in level["error"]
+    # The proof's table says why: what the benchmark said, beside the count.
+    [said] = workloads.misses(dict(level, error="exit 1, no result: ZeroDivisionError"), {})
+    assert said == "5 of 5 requests failed (exit 1, no result: ZeroDivisionError)"
+
+
+def test_a_benchmark_that_fails_is_quoted_from_its_end_with_the_key_removed(tmp_path):
+    """Found on the demo: SGLang's benchmark prints pages of import warnings, then the traceback
+    whose last line says why; the start of its output said nothing."""
+    key = "sk-" + "q" * 29
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\n"
+                    f"for i in $(seq 40); do echo 'UserWarning: only CUDA supports this' >&2; done\n"
+                    f"echo 'Authorization: Bearer {key}' >&2\n"
+                    "echo 'ValueError: Warmup failed: Not Found' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    w = workloads.check({"requests_per_level": 4})
+    params = {"python": str(fake), "url": "http://127.0.0.1:9", "tokenizer": "", "model": "",
+              "slo": {}, "timeout": 30, "api_key": key}
+    level = bench.sglang_level(params, w, 1, str(tmp_path))
+    assert level["error"].endswith("ValueError: Warmup failed: Not Found")
+    assert level["error"].startswith("exit 1, no result: ...") and key not in level["error"]
+    assert len(level["error"]) < 700
 
 
 @pytest.mark.parametrize("dataset", ["generated-shared-prefix", "custom"])
