@@ -2,7 +2,8 @@
 #   make check  lint + unit tests: no root, no apt, no podman, no network (a few minutes)
 #   make test   the full check (as root, or with sudo): also apt, the collection, integration,
 #               bench and every molecule scenario
-#   make demo   (as root, or with sudo) deploy SGLang (stand-in engine) into a local systemd container
+#   make demo   (as root, or with sudo) deploy SGLang into a local systemd container: the full
+#               install, dependencies included, with the stand-in engine serving (no GPU)
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -138,14 +139,25 @@ test-steps: setup
 test-serial: setup
 	$(MAKE) --no-print-directory -j1 lint sanity collection-test ee unit-all crash integration bench
 
-demo: setup image
+# The demo host's ml-env is the full SGLang install (its wheels mounted read-only from
+# .cache/wheelhouse-demo: scripts/build-wheelhouse-demo.sh), so the proof runs SGLang's own
+# benchmark there, with a tokenizer made for the demo (the server's tokenizer-path; no hub); a
+# container made before that mount existed is refused, with what to run.
+demo: setup image wheelhouse-full
 	bash scripts/build-wheelhouse.sh >/dev/null
+	bash scripts/build-wheelhouse-demo.sh >/dev/null
+	@if podman container exists $(DEMO_HOST) && ! podman inspect $(DEMO_HOST) \
+	    --format '{{range .Mounts}}{{.Destination}} {{end}}' | grep -q wheelhouse-demo; then \
+	  echo "$(DEMO_HOST) was made without the demo's wheelhouse: make demo-clean, then make demo"; \
+	  exit 1; fi
 	podman container exists $(DEMO_HOST) || podman run -d --name $(DEMO_HOST) --hostname $(DEMO_HOST) \
-	  --runtime=runc --systemd=always --ulimit nofile=4096:4096 --ulimit nproc=4096:4096 $(IMAGE) /sbin/init
+	  --runtime=runc --systemd=always --ulimit nofile=4096:4096 --ulimit nproc=4096:4096 \
+	  -v $(CURDIR)/.cache/wheelhouse-demo:/var/cache/sglang-deploy/wheelhouse-demo:ro $(IMAGE) /sbin/init
 	podman exec $(DEMO_HOST) systemctl is-system-running --wait || true
 	podman exec $(DEMO_HOST) mkdir -p /srv/models/Qwen3.6-27B
 	echo '{"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5"}' | \
 	  podman exec -i $(DEMO_HOST) tee /srv/models/Qwen3.6-27B/config.json >/dev/null
+	podman exec -i $(DEMO_HOST) python3 - /srv/models/demo-tokenizer <tests/support/make_tokenizer.py
 	ansible-playbook -i inventory/demo deploy.yml
 	@echo "--- a streamed completion from the demo host (stand-in engine, 3 tokens per chunk as MTP) ---"
 	@# The key goes through stdin (curl -H @-), never a command line.

@@ -42,8 +42,10 @@ if ! compgen -G "$dest/[Pp][Yy][Yy][Aa][Mm][Ll]-*.whl" >/dev/null; then
     -d "$dest" "pyyaml==6.0.2"
 fi
 
+# Rebuilt when its sources or its version (pyproject.toml) are newer than the wheel.
 standin=("$dest"/sglang_standin-*.whl)
-if [[ ! -e "${standin[0]}" ]] || [[ -n "$(find "$here/tests/standin" -newer "${standin[0]}" -type f -name '*.py' -print -quit)" ]]; then
+if [[ ! -e "${standin[0]}" ]] || [[ -n "$(find "$here/tests/standin" -newer "${standin[0]}" -type f \
+      \( -name '*.py' -o -name pyproject.toml \) -print -quit)" ]]; then
   echo "wheelhouse: sglang-standin (tests/standin)"
   rm -f "$dest"/sglang_standin-*.whl
   build=$(mktemp -d)

@@ -4,7 +4,9 @@ level, with a tokenizer the test makes: the workload's prompts miss the prefix c
 reaches the server (a 401 would fail every request) and never the command line, and the
 capacity the sweep finds is the knee the stand-in was given."""
 
+import json
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -17,14 +19,29 @@ bench = load_module("sglang_serving_bench")
 KEY = "sk-" + "b" * 29
 
 
+# The tokenizer make_tokenizer.py writes, built and saved by the library itself.
+LIBRARY_SAVE = """
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+vocab = {"[UNK]": 0, **{f"w{i}": i for i in range(1, 2001)}}
+tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+tokenizer.decoder = decoders.WordPiece(prefix="##", cleanup=False)
+tokenizer.add_special_tokens(["[UNK]"])
+print(tokenizer.to_str())
+"""
+
+
 def test_sglangs_benchmark_finds_the_knee_of_the_stand_in(tmp_path, monkeypatch):
     from http.server import ThreadingHTTPServer
 
     venv = full_venv("0.5.23")
     tokenizer = tmp_path / "model"
-    subprocess.run([str(venv / "bin" / "python"),
-                    str(Path(__file__).parents[1] / "support" / "make_tokenizer.py"),
+    subprocess.run([sys.executable, str(Path(__file__).parents[1] / "support" / "make_tokenizer.py"),
                     str(tokenizer)], check=True, timeout=300)
+    # The script writes by hand what the `tokenizers` library saves for that model.
+    saved = subprocess.run([str(venv / "bin" / "python"), "-c", LIBRARY_SAVE], check=True,
+                           capture_output=True, text=True, timeout=300).stdout
+    assert json.loads(saved) == json.loads((tokenizer / "tokenizer.json").read_text())
     engine = Engine({"model-path": str(tokenizer), "served-model-name": "m", "api-key": KEY,
                      "speculative-algorithm": "NEXTN"},
                     Knobs(ttft_ms=10, tok_s=25, tokens_per_chunk=1, knee=4,

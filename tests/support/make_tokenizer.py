@@ -1,10 +1,12 @@
-"""A tokenizer a test makes, for SGLang's benchmark to make prompts with (no hub, no model).
+"""A tokenizer a test or the demo makes, for SGLang's benchmark to make prompts with (no hub, no
+model). Standard library only: it runs with a host's python3 before the ml-env exists.
 
-    <venv with tokenizers>/bin/python tests/support/make_tokenizer.py OUT_DIR [WORDS]
+    python3 tests/support/make_tokenizer.py OUT_DIR [WORDS]
 
-OUT_DIR gets tokenizer.json (the `tokenizers` library: a WordLevel model over `[UNK]` and the
-words w1..wN, split on whitespace, decoded with spaces: encode(decode(ids)) == ids, so the
-benchmark's retokenized counts equal its lengths) and tokenizer_config.json (a
+OUT_DIR gets tokenizer.json (the `tokenizers` library's format: a WordLevel model over `[UNK]`
+and the words w1..wN, split on whitespace, decoded with spaces: encode(decode(ids)) == ids, so
+the benchmark's retokenized counts equal its lengths; what `tokenizers` itself saves for that
+model, tests/integration/test_bench_real_sglang.py compares) and tokenizer_config.json (a
 PreTrainedTokenizerFast with a trivial chat template), which transformers' AutoTokenizer loads
 from the directory, as SGLang's benchmark does (sglang/benchmark/utils.py, get_tokenizer).
 """
@@ -13,17 +15,24 @@ import json
 import os
 import sys
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+def tokenizer_json(words=2000):
+    """tokenizer.json of the WordLevel tokenizer over [UNK], w1..w<words>."""
+    vocab = {"[UNK]": 0, **{f"w{i}": i for i in range(1, words + 1)}}
+    return {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [{"id": 0, "content": "[UNK]", "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True}],
+        "normalizer": None, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None,
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": False},
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"},
+    }
 
 
 def build(out_dir, words=2000):
     os.makedirs(out_dir, exist_ok=True)
-    vocab = {"[UNK]": 0, **{f"w{i}": i for i in range(1, words + 1)}}
-    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer.decoder = decoders.WordPiece(prefix="##", cleanup=False)
-    tokenizer.add_special_tokens(["[UNK]"])
-    tokenizer.save(os.path.join(out_dir, "tokenizer.json"))
+    with open(os.path.join(out_dir, "tokenizer.json"), "w", encoding="utf-8") as handle:
+        json.dump(tokenizer_json(words), handle)
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]",
               "model_max_length": 1_000_000, "clean_up_tokenization_spaces": False,
               "chat_template": "{% for m in messages %}{{ m['role'] }} {{ m['content'] }} "

@@ -50,6 +50,9 @@ def test_server_info_new_and_legacy_shapes():
     assert new["speculative_algorithm"] == "EAGLE"
     assert new["speculative_num_draft_tokens"] == 4
     assert "disable_cuda_graph" not in new
+    # The tokenizer SGLang's benchmark is handed (the role reads it here): the model's unless set.
+    assert new["tokenizer_path"] == "/m"
+    assert Engine({**args, "tokenizer-path": "/t"}, Knobs()).server_info()["tokenizer_path"] == "/t"
     old = Engine({**args, "disable-piecewise-cuda-graph": True}, Knobs(shape="0.5.12"))
     info = old.server_info()
     assert info["disable_cuda_graph"] is False

@@ -183,6 +183,9 @@ class Engine:
         )
         info = {
             "model_path": str(self.args["model-path"]),
+            # Every resolved field (sglang/srt/utils/common.py:3589, build_server_info); an unset
+            # tokenizer path resolves to the model path (srt/arg_groups/serving_hook.py:636).
+            "tokenizer_path": str(self.args.get("tokenizer-path") or self.args["model-path"]),
             "served_model_name": self.served_model_name,
             "tp_size": argmod.get(self.args, "tp-size", 1, int),
             "host": str(self.args.get("host", "127.0.0.1")),
