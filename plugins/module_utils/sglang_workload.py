@@ -259,11 +259,10 @@ def comparable(proof, baseline):
     (None, why): like is compared with like only (every level's seed follows the workload's)."""
     if not baseline:
         return None, "the release it replaces has no proof at a workload"
-    for key, what in (("workload", "workload"), ("slo", "SLOs"),
-                      ("measured_by", "benchmark")):
+    for key, what in (("workload", "another workload"), ("slo", "other SLOs"),
+                      ("measured_by", "another benchmark")):
         if baseline.get(key) != proof.get(key):
-            return None, (f"the release it replaces was proven at another {what} "
-                          f"({baseline.get(key)!r}): not compared")
+            return None, f"the release it replaces was proven at {what} ({baseline.get(key)!r})"
     return baseline, None
 
 

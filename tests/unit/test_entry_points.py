@@ -9,6 +9,7 @@ the validation and only then fails at the first task that needs the host (the co
 
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -145,7 +146,6 @@ def test_the_tuner_refuses_a_wrongly_typed_setting_before_the_host(tmp_path):
 
 
 @pytest.mark.parametrize("inventory, host, variable, wheelhouse", [
-    ("demo", "sglang-demo", "sglang_pip_wheelhouse_src", "wheelhouse"),
     ("fleet", "sglang-replica-a", "sglang_pip_wheelhouse_src", "wheelhouse"),
     ("fleet", "sglang-router", "sglang_router_pip_wheelhouse_src", "wheelhouse-router"),
 ])
@@ -162,3 +162,14 @@ def test_the_example_inventories_find_the_clones_wheelhouse_from_anywhere(
         cwd=tmp_path, env=env, capture_output=True, text=True, check=True, timeout=300)
     answer = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"][host]
     assert answer[variable] == str(ROOT / ".cache" / wheelhouse)
+
+
+def test_the_demo_host_installs_from_the_wheelhouse_make_demo_mounts():
+    """The demo host's ml-env is the full install: its wheelhouse is the directory make demo
+    mounts (nothing copied), the one the Makefile names; molecule's hosts copy group_vars' own."""
+    host_vars = yaml.safe_load((ROOT / "inventory/demo/host_vars/sglang-demo.yml").read_text())
+    group = yaml.safe_load((ROOT / "inventory/demo/group_vars/sglang/sglang.yml").read_text())
+    mounts = re.findall(r"-v \$\(CURDIR\)/(\S+):(\S+):ro", (ROOT / "Makefile").read_text())
+    assert mounts == [(".cache/wheelhouse-demo", host_vars["sglang_pip_wheelhouse"])]
+    assert host_vars["sglang_pip_wheelhouse_src"] == "" and host_vars["sglang_pip_no_deps"] is False
+    assert group["sglang_pip_no_deps"] is True and "wheelhouse" in group["sglang_pip_wheelhouse_src"]

@@ -69,7 +69,7 @@ def test_no_proven_capacity_is_refused_even_on_a_rollback():
 
 @pytest.mark.parametrize("other, said", [
     ({"workload": workloads.check({"input_len": 1024})}, "another workload"),
-    ({"slo": {"min_tok_s_per_user": 20}}, "another SLOs"),
+    ({"slo": {"min_tok_s_per_user": 20}}, "other SLOs"),
     ({"by": "own bench"}, "another benchmark"),
 ])
 def test_a_baseline_proven_otherwise_is_not_compared_and_the_verdict_says_so(other, said):

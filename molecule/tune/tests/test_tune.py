@@ -1,7 +1,7 @@
 """playbooks/tune.yml against the TEST STAND-IN's performance model, whose best is known:
 2 MTP steps (draft tokens 3) at concurrency 1 (tests/standin/sglang_standin/perf.py). Every
 candidate is measured at the workload of host_vars/sglang-tune.yml by the serving bench (the own
-bench: the demo's env cannot run SGLang's) and scored on its proven capacity, then its output
+bench: molecule's hosts cannot run SGLang's) and scored on its proven capacity, then its output
 tok/s within the SLOs (goodput) at the objective's concurrency.
 
 Converge deployed the starting release (3 steps). Each sweep is a module-scoped fixture that
