@@ -18,7 +18,7 @@ The docstring's sections, Google style:
     Returns:
         dict: {ok, failures, warnings}: the verdict.             its type, then what it is
     Example:
-        {{ {'sglang_service_user': 'sglang'} | sglang.deploy.sglang_unit_check }}
+        {{ '::1' | sglang.deploy.sglang_connect_host }}
 
 The type is one of Ansible's (str, int, float, bool, list, dict, path, raw; `list of <type>`
 gives the elements' too); `raw` is for a value of several types, and the text says which. The

@@ -56,9 +56,6 @@ def sglang_unit_check(settings):
         settings (dict): {variable name: value} of the variables the unit and launch files use.
     Returns:
         dict: the settings unchanged (a value that cannot go in the unit is refused).
-    Example:
-        {{ {'sglang_service_user': 'sglang', 'sglang_venv': '/opt/ml-env'}
-           | sglang.deploy.sglang_unit_check }}
     """
     settings = plain(settings)
     if not isinstance(settings, dict):
@@ -95,9 +92,6 @@ def sglang_profile_check(profile, name="sglang_profile"):
         name (str): what the error messages call the profile; the role leaves the default.
     Returns:
         dict: the profile unchanged (a malformed one is refused).
-    Example:
-        {{ {'model': {'path': '/models/Qwen3-8B'}, 'args': {'tp-size': 1}}
-           | sglang.deploy.sglang_profile_check }}
     """
     if not isinstance(profile, dict):
         raise AnsibleFilterError(f"{name}: a profile is a mapping, got {type(profile).__name__}")
@@ -334,25 +328,14 @@ def _under(path, roots):
 
 
 def sglang_unit_hardening(hardening, paths=(), cache_dir="", read_write_paths=()):
-    """The unit's sandboxing lines for sglang_service_hardening (a mapping; empty = none): the
-    `sandbox` of sglang_unit.
+    """The unit's sandboxing lines (Key=value; none when the hardening is empty): the `sandbox`
+    of sglang_unit, whose docstring says what each argument is.
 
     ProtectHome is derived unless set: "yes" when the ml-env, model and base directory all
     live outside /root and /home, else "read-only". With any hardening every cache SGLang and
     its kernels write (plugin_utils/sglang_cache_env.py: SGLang, its JIT, Triton, Inductor, CUDA, TileLang,
     FlashInfer, the hub) is moved to `cache_dir`, the one writable place next to
     `read_write_paths`.
-
-    Args:
-        hardening (dict): sglang_service_hardening: systemd sandboxing settings, a mapping (empty:
-            none).
-        paths (list of path): the ml-env, model and base directory, which decide ProtectHome.
-        cache_dir (path): the service user's cache directory, the one writable place SGLang's
-            caches move to.
-        read_write_paths (list of path): sglang_service_read_write_paths: more places the service
-            may write.
-    Returns:
-        list of str: the unit's Key=value lines (none when the hardening is empty).
     """
     hardening = {} if hardening is None else plain(hardening)
     if not isinstance(hardening, dict):

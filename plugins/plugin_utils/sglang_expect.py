@@ -20,8 +20,6 @@ def check_expect(expect):
     Returns:
         dict: the expectations, every level (decode_cuda_graph, prefill_cuda_graph,
             custom_all_reduce, nccl_p2p) set: required, auto or off.
-    Example:
-        {{ {'decode_cuda_graph': 'required', 'tp_size': 2} | sglang.deploy.sglang_expect_check }}
     """
     expect = _expect_renamed(dict(expect or {}))
     unknown = sorted(set(expect) - EXPECT_KEYS)

@@ -33,8 +33,6 @@ def sglang_smoke_limits(min_decode_tok_s=None, max_ttft_ms=None, tolerance=0.10)
         tolerance (float): sglang_smoke_regression_tolerance: a fraction, never null.
     Returns:
         list: [floor, TTFT cap, tolerance], each a number or none (no floor, no cap).
-    Example:
-        {{ 45 | sglang.deploy.sglang_smoke_limits(2000, 0.1) }}
     """
     return (_limit(min_decode_tok_s, "sglang_smoke_min_decode_tok_s", "tokens/s"),
             _limit(max_ttft_ms, "sglang_smoke_max_ttft_ms", "milliseconds"),
