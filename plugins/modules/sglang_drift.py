@@ -130,12 +130,12 @@ import sys
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sglang.deploy.plugins.module_utils import (
-    sglang_drift, sglang_effective, sglang_files)
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import existing_text
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_drift, sglang_files
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_monitoring_files import (
+    SOURCES, MonitoringFileError, program_changes, textfile_dir_missing, timer_running,
+    unit_changes)
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import show as systemd_show
 
-SOURCES = {"sglang_drift": sglang_drift, "sglang_effective": sglang_effective,
-           "sglang_files": sglang_files}
 # The temp names write_atomic gives these files (a run cut before its rename leaves one).
 PROGRAM_TEMP = re.compile(r"\.(%s)\.py\..+" % "|".join(SOURCES))
 OUT_TEMP = re.compile(re.escape(sglang_drift.OUT_PREFIX) + ".+")
@@ -161,53 +161,42 @@ def sweep(directory, pattern, older_than=0.0):
 
 
 def install(directory, check_mode):
-    """Write the check's files into `directory`; the names of those that changed."""
+    """Write the check's files into `directory` (those that differ: the read of a re-run decides
+    by the same function); their names."""
     if not check_mode:
         sweep(directory, PROGRAM_TEMP)
-    changed = []
-    for name in sglang_drift.LIBRARY:
-        path = os.path.join(directory, f"{name}.py")
-        source = inspect.getsource(SOURCES[name])
-        if existing_text(path) == source:
-            continue
-        changed.append(name)
-        if not check_mode:
-            os.makedirs(directory, mode=0o755, exist_ok=True)
-            sglang_files.write_atomic(path, source, mode=0o644)
+    changed = program_changes(directory)
+    if changed and not check_mode:
+        os.makedirs(directory, mode=0o755, exist_ok=True)
+        for name in changed:
+            sglang_files.write_atomic(os.path.join(directory, f"{name}.py"),
+                                      inspect.getsource(SOURCES[name]), mode=0o644)
     return changed
-
-
-class DriftError(Exception):
-    """What the module must not do (says what to change)."""
 
 
 def textfile_dir(out, check_mode):
     """Make the directory node_exporter reads (0755) when it is missing; a symlink there is
     refused, never followed to chmod what it points at. Whether it was made."""
-    directory = os.path.dirname(out)
-    if os.path.islink(directory):
-        raise DriftError(f"{directory} is a symlink: the textfile directory is refused, not "
-                         "followed (remove the link)")
-    if os.path.isdir(directory):
+    if not textfile_dir_missing(out):
         return False
     if not check_mode:
-        os.makedirs(directory, mode=0o755)
-        os.chmod(directory, 0o755)
+        os.makedirs(os.path.dirname(out), mode=0o755)
+        os.chmod(os.path.dirname(out), 0o755)
     return True
 
 
-def install_units(params, check_mode, systemctl):
+def timer_state(timer):
+    """The timer's {ActiveState, UnitFileState} (empty when systemctl cannot say)."""
+    return systemd_show(timer, ["ActiveState", "UnitFileState"])[0]
+
+
+def install_units(params, check_mode, systemctl, show=timer_state):
     """Write the units that differ (@PYTHON@: this interpreter), reload systemd when one did,
-    enable and start the timer. The names written, and whether the timer was started."""
-    written, timer = [], params.get("timer") or ""
-    for unit in sorted(params.get("units") or [], key=lambda u: u["name"]):
-        name, content = unit["name"], unit["content"]
-        if "/" in name or name in ("", ".", ".."):
-            raise DriftError(f"units: {name!r} is not a unit file name")
-        path = os.path.join(params.get("units_dir") or "/etc/systemd/system", name)
-        text = str(content).replace("@PYTHON@", sys.executable)
-        if existing_text(path) == text:
-            continue
+    enable and start the timer unless it is enabled and active (the read of a re-run decides
+    by the same functions). The names written, and whether the timer was started."""
+    timer = params.get("timer") or ""
+    written = []
+    for name, path, text in unit_changes(params.get("units"), params.get("units_dir")):
         written.append(name)
         if not check_mode:
             sglang_files.write_atomic(path, text, mode=0o644)
@@ -215,14 +204,13 @@ def install_units(params, check_mode, systemctl):
         return written, False
     if written:
         systemctl("daemon-reload")
-    started = systemctl("is-enabled", "--quiet", timer) != 0 \
-        or systemctl("is-active", "--quiet", timer) != 0
+    started = not timer_running(show(timer))
     if started and systemctl("enable", "--now", timer) != 0:
-        raise DriftError(f"systemctl enable --now {timer} failed")
+        raise MonitoringFileError(f"systemctl enable --now {timer} failed")
     return written, started
 
 
-def run(params, check_mode, systemctl=None):
+def run(params, check_mode, systemctl=None, show=timer_state):
     made_dir = textfile_dir(params["out"], check_mode)
     changed = install(params["dir"], check_mode)
     result = sglang_drift.check(params["base_dir"], params["url"], params["secrets"],
@@ -230,7 +218,7 @@ def run(params, check_mode, systemctl=None):
     if not check_mode:
         sweep(os.path.dirname(params["out"]), OUT_TEMP, OUT_TEMP_AGE_S)
         sglang_drift.publish(params["out"], result, params["host"])
-    units, started = install_units(params, check_mode, systemctl)
+    units, started = install_units(params, check_mode, systemctl, show)
     state = {True: "no drift", False: "DRIFT", None: "unknown"}[result["ok"]]
     wrote = changed + units
     return {"changed": bool(wrote or made_dir or started),
@@ -268,7 +256,7 @@ def main():
 
     try:
         result = run(module.params, module.check_mode, systemctl)
-    except (DriftError, OSError, subprocess.SubprocessError) as exc:
+    except (MonitoringFileError, OSError, subprocess.SubprocessError) as exc:
         module.fail_json(msg=f"drift check: {exc}")
     if result["check"]["ok"] is not True:
         module.warn(result["summary"])

@@ -44,6 +44,11 @@ options:
       none.
     type: str
     default: ""
+  reload:
+    description: The systemd unit of Prometheus, reloaded (C(systemctl reload)) when a rules file
+      changed so that it reads the new thresholds; empty for none.
+    type: str
+    default: ""
 notes:
   - Not a builtin because ansible.builtin.copy writes one file a task. The pack's three files, their
     directories and the promtool lookup are one step here, one round trip instead of six on every
@@ -61,6 +66,7 @@ EXAMPLES = r"""
     target: "{{ pack.targets | to_nice_json }}\n"
     rules: "{{ pack.rules | to_nice_yaml }}"
     dashboard: "{{ dashboard | to_nice_json }}\n"
+    reload: prometheus.service
   register: pack_files
 """
 
@@ -74,6 +80,10 @@ rules_changed:
   description: Whether a rules file changed (Prometheus must reload to read it).
   type: bool
   returned: always
+reloaded:
+  description: The unit of O(reload) when it was reloaded, else null.
+  type: str
+  returned: always
 promtool:
   description: The promtool that checked the rules, or null when none did.
   type: str
@@ -86,15 +96,13 @@ import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_files
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import existing_text
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_monitoring_files import (
+    MonitoringFileError, no_link, pack_changes, pack_names, sha256)
 
 
-# promtool checks a few hundred rules in well under a second; a wedged one must not hold the deploy.
+# promtool checks a few hundred rules in well under a second, systemctl answers sooner; a wedged
+# one must not hold the deploy.
 PROMTOOL_S = 60
-
-
-class PackError(Exception):
-    """A file the module must not write (says what to change)."""
 
 
 def run_argv(argv, timeout):
@@ -106,15 +114,7 @@ def run_argv(argv, timeout):
 
 def pack_files(host, target, rules, dashboard):
     """{relative name: content} of a host's pack; the host must be one plain file name."""
-    if not host or host in (".", "..") or any(c in host for c in "/\0\n"):
-        raise PackError(f"host {host!r}: the pack's file names are made from it (one name, no '/')")
-    return {f"targets/{host}.json": target, f"rules/{host}.rules.yml": rules,
-            "dashboards/sglang.json": dashboard}
-
-
-def _no_link(path, what):
-    if os.path.islink(path):
-        raise PackError(f"{path} is a symlink: the {what} is refused, not followed (remove the link)")
+    return dict(zip(pack_names(host), (str(target), str(rules), str(dashboard))))
 
 
 def _promtool(wanted):
@@ -124,32 +124,24 @@ def _promtool(wanted):
 
 
 def plan(directory, files):
-    """[(kind, name, path, old, new)] for each file whose content differs."""
-    _no_link(directory, "pack directory")
-    todo = []
-    for name, content in sorted(files.items()):
-        kind, base = name.split("/")
-        _no_link(os.path.join(directory, kind), "pack directory")
-        path = os.path.join(directory, kind, base)
-        _no_link(path, "pack file")
-        old = existing_text(path)
-        if old != str(content) or (os.stat(path).st_mode & 0o777) != 0o644:  # old: it exists
-            todo.append((kind, f"{kind}/{base}", path, old, str(content)))
-    return todo
+    """[(kind, name, path, old, new)] for each file whose content or mode differs (the read of a
+    re-run decides by the same function: sglang_monitoring_files.pack_changes)."""
+    todo = pack_changes(directory, {name: sha256(text) for name, text in files.items()})
+    return [(name.split("/")[0], name, path, old, files[name]) for name, path, old in todo]
 
 
 def write(directory, todo, promtool, run_command):
     """Write `todo`: directories first, a rules file only once promtool accepts it."""
     for kind in sorted({kind for kind, *_rest in todo}):
         os.makedirs(os.path.join(directory, kind), mode=0o755, exist_ok=True)
-        _no_link(os.path.join(directory, kind), "pack directory")
+        no_link(os.path.join(directory, kind), "pack directory")
     for kind, name, path, _old, new in todo:
         def move(tmp, dest, kind=kind, name=name):
             if kind == "rules" and promtool:
                 rc, out, err = run_command([promtool, "check", "rules", tmp], timeout=PROMTOOL_S)
                 if rc != 0:
-                    raise PackError(f"promtool refused {name} ({promtool} check rules): "
-                                    f"{(err or out).strip()[-2000:]}")
+                    raise MonitoringFileError(f"promtool refused {name} ({promtool} check rules): "
+                                              f"{(err or out).strip()[-2000:]}")
             os.replace(tmp, dest)
         sglang_files.write_atomic(path, new, mode=0o644, move=move)
 
@@ -161,8 +153,17 @@ def run(params, check_mode, run_command):
     if todo and not check_mode:
         write(params["dir"], todo, promtool, run_command)
     names = [name for _kind, name, *_rest in todo]
-    return {"changed": bool(todo), "written": names,
-            "rules_changed": any(kind == "rules" for kind, *_rest in todo),
+    rules_changed = any(kind == "rules" for kind, *_rest in todo)
+    reloaded = None
+    if rules_changed and params.get("reload") and not check_mode:
+        rc, out, err = run_command(["systemctl", "reload", "--", params["reload"]],
+                                   timeout=PROMTOOL_S)
+        if rc != 0:
+            raise MonitoringFileError(f"the rules are written, but systemctl reload "
+                                      f"{params['reload']} failed: {(err or out).strip()[-500:]}")
+        reloaded = params["reload"]
+    return {"changed": bool(todo), "written": names, "rules_changed": rules_changed,
+            "reloaded": reloaded,
             "promtool": promtool,
             "diff": [{"before_header": os.path.join(params["dir"], name), "before": old or "",
                       "after_header": os.path.join(params["dir"], name), "after": new}
@@ -178,12 +179,13 @@ def main():
             "rules": {"type": "str", "required": True},
             "dashboard": {"type": "str", "required": True},
             "promtool": {"type": "str", "default": ""},
+            "reload": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )
     try:
         result = run(module.params, module.check_mode, run_argv)
-    except (PackError, OSError, subprocess.SubprocessError) as exc:
+    except (MonitoringFileError, OSError, subprocess.SubprocessError) as exc:
         module.fail_json(msg=str(exc))
     if not module._diff:
         result.pop("diff")

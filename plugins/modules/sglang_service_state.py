@@ -68,6 +68,21 @@ options:
         has them). Empty when the service runs as root.
     type: dict
     default: {}
+  pack:
+    description:
+      - The observability pack as the monitoring step would write it on this host, a dict of
+        C(dir) and C(host) (those of M(sglang.deploy.sglang_prometheus_files)) and C(target),
+        C(rules) and C(dashboard) (the sha256 hex digest of each file's content). Compared apart
+        from the service (C(pack_differences)), by the function that module writes with; a pack
+        that differs is written again, nothing restarts.
+    type: dict
+  drift:
+    description:
+      - The drift check as the monitoring step would install it, a dict of the C(dir), C(out),
+        C(units) (a list of C(name) and C(content)), C(units_dir) and C(timer) of
+        M(sglang.deploy.sglang_drift). Compared apart from the service (C(drift_differences)),
+        by the functions that module installs with.
+    type: dict
 """
 
 EXAMPLES = r"""
@@ -106,6 +121,18 @@ serving_reason:
   description: Why C(serving_release) is null.
   type: str
   returned: when release is given
+pack_differences:
+  description: What writing O(pack) would change, one line each (empty when nothing); null
+    without O(pack).
+  type: list
+  elements: str
+  returned: always
+drift_differences:
+  description: What installing O(drift) would change, one line each (empty when it would only
+    run the check); null without O(drift).
+  type: list
+  elements: str
+  returned: always
 """
 
 import grp
@@ -116,6 +143,7 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_holders import started_release
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_monitoring_files as monitoring
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import show
 
 
@@ -232,6 +260,34 @@ def serving_differences(state, service, base_dir, release, proc="/proc"):
     return result, [f"{service}: its process started from release {found}, not {release}"]
 
 
+def pack_differences(pack):
+    """What writing the pack (`pack`: dir, host, the sha256 of target, rules and dashboard)
+    would change; None without it.
+    A file that cannot be read, or a symlink the writer refuses, is a change: the writer then
+    says why."""
+    if pack is None:
+        return None
+    try:
+        names = monitoring.pack_names(str(pack["host"]))
+        todo = monitoring.pack_changes(str(pack["dir"]), dict(zip(names, (
+            str(pack["target"]), str(pack["rules"]), str(pack["dashboard"])))))
+    except KeyError as exc:
+        return [f"pack: no {exc}"]
+    except (monitoring.MonitoringFileError, OSError, TypeError, ValueError) as exc:
+        return [str(exc)]
+    return [f"{path}: differs" for _name, path, _old in todo]
+
+
+def drift_differences(drift):
+    """What installing the drift check (`drift`: the sglang_drift module's dir, out, units,
+    units_dir, timer) would change; None without it."""
+    if drift is None:
+        return None
+    timer = str(drift.get("timer") or "")
+    state = show(timer, ["ActiveState", "UnitFileState"])[0] if timer else {}
+    return monitoring.drift_changes(drift, state)
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -253,6 +309,8 @@ def main():
             "user": {"type": "dict", "default": {}},
             "base_dir": {"type": "path"},
             "release": {"type": "str"},
+            "pack": {"type": "dict"},
+            "drift": {"type": "dict"},
         },
         required_by={"release": "base_dir"},
         supports_check_mode=True,
@@ -274,7 +332,8 @@ def main():
         serving, found = serving_differences(state, p["service"], p["base_dir"], p["release"])
         differences += found
     module.exit_json(changed=False, unchanged=not differences, differences=differences,
-                     systemd=state, **serving)
+                     systemd=state, pack_differences=pack_differences(p["pack"]),
+                     drift_differences=drift_differences(p["drift"]), **serving)
 
 
 if __name__ == "__main__":

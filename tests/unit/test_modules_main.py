@@ -374,6 +374,64 @@ def test_service_state_names_a_file_that_differs_by_digest(tmp_path):
     assert f"{unit}: content differs" in result["differences"] and not result["unchanged"]
 
 
+def test_service_state_reads_the_monitoring_files_as_their_writers_would_write_them(
+        tmp_path, monkeypatch):
+    """A re-run skips the pack's write and the drift check's install only when the read says they
+    would change nothing: the read and the writers decide by the same functions. Both written,
+    nothing differs; a file edited, a unit changed, the timer stopped, a symlink: each named."""
+    import hashlib
+
+    state = {"timer": "active"}
+    fake_bin(tmp_path, monkeypatch, systemctl=(
+        'case "$1" in show) printf "ActiveState=%s\\nUnitFileState=enabled\\n" '
+        f'"$(cat {tmp_path}/timer)";; *) echo active > {tmp_path}/timer;; esac'))
+    (tmp_path / "timer").write_text("inactive\n")
+    pack_args = {"dir": str(tmp_path / "pack"), "host": "gpu1", "target": "[]\n",
+                 "rules": "groups: []\n", "dashboard": "{}\n"}
+    drift = {"dir": str(tmp_path / "monitoring"), "out": str(tmp_path / "textfile" / "s.prom"),
+             "units": [{"name": "sglang-drift.service", "content": "ExecStart=@PYTHON@ x\n"},
+                       {"name": "sglang-drift.timer", "content": "[Timer]\n"}],
+             "units_dir": str(tmp_path / "units"), "timer": "sglang-drift.timer"}
+    (tmp_path / "units").mkdir()
+    digests = {k: hashlib.sha256(pack_args[k].encode()).hexdigest()
+               for k in ("target", "rules", "dashboard")}
+    read_args = {"service": "sglang-none", "pack": {"dir": pack_args["dir"], "host": "gpu1",
+                                                    **digests}, "drift": drift}
+
+    def read():
+        result, code = run("sglang_service_state", read_args)
+        assert code == 0 and not result["changed"], result
+        return result["pack_differences"], result["drift_differences"]
+
+    pack, drifted = read()
+    assert len(pack) == 3 and all(line.endswith(": differs") for line in pack), pack
+    assert any("textfile: missing" in line for line in drifted)
+    assert any("sglang-drift.timer: inactive" in line for line in drifted), drifted
+    written, code = run("sglang_prometheus_files", pack_args)
+    assert code == 0 and written["changed"], written
+    base = tmp_path / "base"
+    base.mkdir()
+    installed, code = run("sglang_drift", {**drift, "base_dir": str(base), "host": "gpu1",
+                                           "url": f"http://127.0.0.1:{free_port()}", "timeout": 1})
+    assert code == 0 and installed["changed"], installed
+    assert read() == ([], [])
+    assert run("sglang_prometheus_files", pack_args)[0]["changed"] is False
+
+    (tmp_path / "pack" / "rules" / "gpu1.rules.yml").write_text("groups: [edited]\n")
+    (tmp_path / "units" / "sglang-drift.timer").write_text("[Timer]\nOnBootSec=1\n")
+    (tmp_path / "timer").write_text("failed\n")
+    pack, drifted = read()
+    assert pack == [f"{tmp_path}/pack/rules/gpu1.rules.yml: differs"]
+    assert drifted == [f"{tmp_path}/units/sglang-drift.timer: differs",
+                       "sglang-drift.timer: failed, enabled (want active, enabled)"]
+    (tmp_path / "pack" / "rules" / "gpu1.rules.yml").unlink()
+    (tmp_path / "pack" / "rules" / "gpu1.rules.yml").symlink_to(tmp_path / "timer")
+    assert "is a symlink" in read()[0][0]
+    read_args.pop("pack")
+    read_args.pop("drift")
+    assert read() == (None, None)
+
+
 def test_free_names_a_foreign_listener_and_refuses(tmp_path):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -154,22 +154,27 @@ def test_the_module_installs_its_units_and_starts_the_timer_once(standin, tmp_pa
         calls.append(args)
         if args[0] == "enable":
             state["enabled"] = True
-        return 0 if args[0] not in ("is-enabled", "is-active") or state["enabled"] else 1
+        return 0
+
+    def show(unit):
+        assert unit == "sglang-drift.timer"
+        return ({"ActiveState": "active", "UnitFileState": "enabled"} if state["enabled"]
+                else {"ActiveState": "inactive", "UnitFileState": "disabled"})
 
     params = {"base_dir": base, "url": url, "host": "gpu1", "secrets": "", "timeout": 10,
               "out": str(tmp_path / "textfile" / "sglang.prom"), "dir": str(tmp_path / "monitoring"),
               "units": [{"name": "sglang-drift.timer", "content": "[Timer]\n"},
                         {"name": "sglang-drift.service", "content": "ExecStart=@PYTHON@ -B x\n"}],
               "units_dir": str(units), "timer": "sglang-drift.timer"}
-    planned = module.run(params, True, systemctl)
+    planned = module.run(params, True, systemctl, show)
     assert planned["changed"] and calls == [] and not (tmp_path / "textfile").exists()
-    first = module.run(params, False, systemctl)
+    first = module.run(params, False, systemctl, show)
     assert first["changed"] and first["units"] == ["sglang-drift.service", "sglang-drift.timer"]
     assert (units / "sglang-drift.service").read_text() == f"ExecStart={sys.executable} -B x\n"
     assert oct((tmp_path / "textfile").stat().st_mode & 0o777) == "0o755"
     assert calls[0] == ("daemon-reload",) and ("enable", "--now", "sglang-drift.timer") in calls
     calls.clear()
-    again = module.run(params, False, systemctl)
+    again = module.run(params, False, systemctl, show)
     assert not again["changed"] and again["units"] == [] and ("daemon-reload",) not in calls
     assert not any(call[0] == "enable" for call in calls)
 
@@ -181,7 +186,7 @@ def test_a_symlinked_textfile_directory_is_refused_not_followed(tmp_path):
     params = {"base_dir": str(tmp_path), "url": f"http://127.0.0.1:{free_port()}", "host": "gpu1",
               "secrets": "", "timeout": 1, "out": str(tmp_path / "textfile" / "sglang.prom"),
               "dir": str(tmp_path / "monitoring")}
-    with pytest.raises(module.DriftError, match="is a symlink"):
+    with pytest.raises(module.MonitoringFileError, match="is a symlink"):
         module.run(params, False)
     assert oct(elsewhere.stat().st_mode & 0o777) == "0o700" and os.listdir(elsewhere) == []
 

@@ -450,3 +450,42 @@ def test_a_hardlinked_env_does_not_count_ctime_which_linking_another_env_moves(t
     os.link(pkg / "mod.py", tmp_path / "another-env-mod.py")  # moves mod.py's ctime
     assert envs.tree_changes(marker["tree"],
                              envs.tree_again(str(tmp_path / "one"), marker)) == []
+
+
+@pytest.mark.parametrize("rel", [
+    "pyvenv.cfg", "bin/python", "bin/activate", "include/site/python3.11/x.h",
+    "lib/python3.11/site-packages/six.py", "lib/python3.11/site-packages/torch/nn/init.py",
+    "lib/python3.11/site-packages/torch/__pycache__/a.pyc", "lib/python3.11/os.py",
+    "lib/python3.11/site-packages/a/site-packages/b/c.py", "site-packages/x/y.py",
+    "lib/site-packages", "lib/python3.11/site-packages/sglang-0.5.23.dist-info/RECORD"])
+def test_a_directorys_group_is_the_group_of_each_file_in_it(rel):
+    """The tree takes a file's group from its directory where that decides it (one computation a
+    directory, not a file): never another group than the file's own."""
+    directory = os.path.dirname(rel)
+    assert (envs._dir_group(directory) or envs._group(rel)) == envs._group(rel)
+    for name in ("a.py", "site-packages", "__init__.py"):
+        path = f"{directory}/{name}" if directory else name
+        assert (envs._dir_group(directory) or envs._group(path)) == envs._group(path)
+
+
+def test_the_tree_groups_and_orders_as_its_recorded_form(tmp_path):
+    """The form a marker records (tree_version 2) is read again the same: each group's files
+    depth first in name order, hashed one line each as the docstring of tree says."""
+    env = tmp_path / "env"
+    files = ["pyvenv.cfg", "bin/python3", "lib/python3.11/site-packages/six.py",
+             "lib/python3.11/site-packages/pkg/b.py", "lib/python3.11/site-packages/pkg/a/x.py",
+             "lib/python3.11/site-packages/pkg/__pycache__/b.cpython-311.pyc"]
+    for rel in files:
+        (env / rel).parent.mkdir(parents=True, exist_ok=True)
+        (env / rel).write_text(rel)
+    at_ns = time.time_ns()
+    expected = {}
+    for rel in ["bin/python3", "lib/python3.11/site-packages/pkg/__pycache__/b.cpython-311.pyc",
+                "lib/python3.11/site-packages/pkg/a/x.py", "lib/python3.11/site-packages/pkg/b.py",
+                "lib/python3.11/site-packages/six.py", "pyvenv.cfg"]:
+        info = os.lstat(env / rel)
+        stamp = f" {info.st_ctime_ns}" if "__pycache__" in rel else ""
+        line = (f"{rel}\0f {info.st_size} {info.st_mtime_ns} {info.st_ino} "
+                f"{info.st_mode:o}{stamp}\n")
+        expected.setdefault(envs._group(rel), hashlib.sha256()).update(line.encode())
+    assert envs.tree(str(env), at_ns) == {g: h.hexdigest() for g, h in sorted(expected.items())}

@@ -46,10 +46,30 @@ def test_the_pack_is_written_once_and_a_second_call_changes_nothing(tmp_path):
     assert third["written"] == ["targets/gpu1.json"] and not third["rules_changed"]
 
 
+def test_prometheus_is_reloaded_when_and_only_when_its_rules_changed(tmp_path):
+    pack, calls, systemd = tmp_path / "pack", [], {"rc": 0}
+
+    def systemctl(argv, timeout):
+        calls.append(argv)
+        return systemd["rc"], "", "Unit prometheus.service not loaded."
+
+    reload = {"reload": "prometheus.service"}
+    assert files.run(dict(args(pack), **reload), True, systemctl)["reloaded"] is None
+    assert files.run(dict(args(pack), **reload), False, systemctl)["reloaded"] == "prometheus.service"
+    assert calls == [["systemctl", "reload", "--", "prometheus.service"]]
+    again = files.run(dict(args(pack, target="[]\n"), **reload), False, systemctl)
+    assert again["written"] == ["targets/gpu1.json"] and again["reloaded"] is None
+    assert len(calls) == 1
+    systemd["rc"] = 1
+    with pytest.raises(files.MonitoringFileError, match="rules are written, but systemctl reload "
+                       "prometheus.service failed: Unit prometheus.service not loaded"):
+        files.run(dict(args(pack, rules="groups: [b]\n"), **reload), False, systemctl)
+
+
 def test_rules_promtool_refuses_never_replace_the_old_ones(tmp_path):
     pack = tmp_path / "pack"
     files.run(args(pack), False, runner)
-    with pytest.raises(files.PackError, match="promtool refused rules/gpu1.rules.yml.*bad yaml"):
+    with pytest.raises(files.MonitoringFileError, match="promtool refused rules/gpu1.rules.yml.*bad yaml"):
         files.run(args(pack, promtool(tmp_path, 1, "bad yaml"), rules="groups: [oops\n"),
                   False, runner)
     assert (pack / "rules/gpu1.rules.yml").read_text() == "groups: []\n"
@@ -72,13 +92,13 @@ def test_a_symlink_is_refused_never_followed(tmp_path, where):
     if link.is_dir():
         os.rename(link, tmp_path / "moved")
     link.symlink_to(elsewhere if where != "pack/rules/gpu1.rules.yml" else elsewhere / "x")
-    with pytest.raises(files.PackError, match="is a symlink"):
+    with pytest.raises(files.MonitoringFileError, match="is a symlink"):
         files.run(args(tmp_path / "pack"), False, runner)
     assert os.listdir(elsewhere) == []
 
 
 @pytest.mark.parametrize("host", ["", "..", "../etc/x", "a/b", "x\ny"])
 def test_a_host_name_that_would_climb_out_of_the_pack_is_refused(tmp_path, host):
-    with pytest.raises(files.PackError, match="the pack's file names are made from it"):
+    with pytest.raises(files.MonitoringFileError, match="the pack's file names are made from it"):
         files.run(args(tmp_path / "pack", host=host), False, runner)
     assert not (tmp_path / "pack").exists()

@@ -1,0 +1,125 @@
+"""What the monitoring step would change on a host: the observability pack's files and the drift
+check's program, units and timer.
+
+One answer for the modules that write them (sglang_prometheus_files, sglang_drift) and for the
+read of a deploy that changes nothing (sglang_service_state): a re-run skips a write exactly when
+that write would change nothing, and never on a guess.
+"""
+
+import hashlib
+import inspect
+import os
+import sys
+
+from ansible_collections.sglang.deploy.plugins.module_utils import (
+    sglang_drift, sglang_effective, sglang_files)
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import existing_text
+
+# The drift check's program: these modules' sources, side by side (sglang_drift.LIBRARY).
+SOURCES = {"sglang_drift": sglang_drift, "sglang_effective": sglang_effective,
+           "sglang_files": sglang_files}
+
+
+class MonitoringFileError(Exception):
+    """A file the monitoring step must not write (says what to change)."""
+
+
+def sha256(text):
+    return hashlib.sha256(str(text).encode("utf-8")).hexdigest()
+
+
+# The pack (sglang_prometheus_files) ------------------------------------------------------------
+
+def pack_names(host):
+    """The pack's files of `host`, relative to the pack's directory: (target, rules, dashboard).
+    `host` must be one plain file name."""
+    if not host or host in (".", "..") or any(c in host for c in "/\0\n"):
+        raise MonitoringFileError(
+            f"host {host!r}: the pack's file names are made from it (one name, no '/')")
+    return f"targets/{host}.json", f"rules/{host}.rules.yml", "dashboards/sglang.json"
+
+
+def no_link(path, what):
+    if os.path.islink(path):
+        raise MonitoringFileError(
+            f"{path} is a symlink: the {what} is refused, not followed (remove the link)")
+
+
+def pack_changes(directory, digests):
+    """[(name, path, old text or None)] of each pack file whose content (by sha256, `digests`:
+    {name: hex}) or mode (0644) differs, sorted. A symlink on the way is refused."""
+    no_link(directory, "pack directory")
+    todo = []
+    for name, digest in sorted(digests.items()):
+        kind, base = name.split("/")
+        no_link(os.path.join(directory, kind), "pack directory")
+        path = os.path.join(directory, kind, base)
+        no_link(path, "pack file")
+        old = existing_text(path)
+        if old is None or sha256(old) != digest or (os.stat(path).st_mode & 0o777) != 0o644:
+            todo.append((name, path, old))
+    return todo
+
+
+# The drift check (sglang_drift) ---------------------------------------------------------------
+
+def program_changes(directory):
+    """The names of the check's files under `directory` that differ from the sources this
+    collection carries (each written whole as inspect.getsource gives it)."""
+    return [name for name in sglang_drift.LIBRARY
+            if existing_text(os.path.join(directory, f"{name}.py"))
+            != inspect.getsource(SOURCES[name])]
+
+
+def unit_texts(units, units_dir):
+    """[(name, path, text)] of `units` ({name, content}), sorted by name, @PYTHON@ in each
+    replaced by the Python that runs this code (the one the check is written for)."""
+    out = []
+    for unit in sorted(units or [], key=lambda u: u["name"]):
+        name = unit["name"]
+        if "/" in name or name in ("", ".", ".."):
+            raise MonitoringFileError(f"units: {name!r} is not a unit file name")
+        out.append((name, os.path.join(units_dir or "/etc/systemd/system", name),
+                    str(unit["content"]).replace("@PYTHON@", sys.executable)))
+    return out
+
+
+def unit_changes(units, units_dir):
+    """[(name, path, text)] of the units whose file differs."""
+    return [(name, path, text) for name, path, text in unit_texts(units, units_dir)
+            if existing_text(path) != text]
+
+
+def textfile_dir_missing(out):
+    """Whether the textfile directory of `out` has to be made; a symlink there is refused."""
+    directory = os.path.dirname(out)
+    no_link(directory, "textfile directory")
+    return not os.path.isdir(directory)
+
+
+def timer_running(state):
+    """Whether a timer's systemd state ({ActiveState, UnitFileState}) is enabled and active."""
+    return state.get("ActiveState") == "active" and state.get("UnitFileState") == "enabled"
+
+
+def drift_changes(params, timer_state):
+    """What installing the drift check with `params` (the sglang_drift module's dir, out, units,
+    units_dir, timer) would change, one line each; empty when the install would only run the
+    check. `timer_state`: the timer's systemd state, read by the caller. A file that cannot be
+    read, or a symlink the install refuses, is a change: the install then says why."""
+    try:
+        found = [f"{os.path.dirname(params['out'])}: missing"] \
+            if textfile_dir_missing(params["out"]) else []
+        found += [f"{os.path.join(params['dir'], name)}.py: differs"
+                  for name in program_changes(params["dir"])]
+        found += [f"{path}: differs" for _name, path, _text in
+                  unit_changes(params.get("units"), params.get("units_dir"))]
+    except KeyError as exc:
+        return [f"drift: no {exc}"]
+    except (MonitoringFileError, OSError, AttributeError, TypeError, ValueError) as exc:
+        return [f"drift: {exc}"]
+    timer = str(params.get("timer") or "")
+    if timer and not timer_running(timer_state):
+        found.append(f"{timer}: {timer_state.get('ActiveState', 'unknown')}, "
+                     f"{timer_state.get('UnitFileState', 'unknown')} (want active, enabled)")
+    return found
