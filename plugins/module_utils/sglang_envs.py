@@ -28,10 +28,12 @@ never changed, switched with the release that runs on it.
 Standard library only: it runs on the host, inside modules.
 """
 
+import concurrent.futures
 import contextlib
 import glob
 import hashlib
 import json
+import multiprocessing
 import os
 import re
 import shutil
@@ -177,6 +179,62 @@ def _name(entry):
 # and the bytecode the build compiled; a marker without `tree_version` was recorded in form 1
 # (no ctime, no __pycache__) and is read again in that form.
 TREE_VERSION = 2
+# Processes that read an env's packages (the full install's 110,000 files: 0.86 s in one on the
+# demo host, 0.56 s in two), and the packages below which one process reads them all.
+TREE_WORKERS = min(8, os.cpu_count() or 1)
+TREE_PARALLEL_MIN = 32
+
+
+def _read(path, rel, at_ns, ctime, groups, packages=None):
+    """Add the entries under `rel` to `groups` ({group: sha256 object}), depth first, each
+    directory's entries sorted by name (one call a directory, not a generator step a file: the
+    env's ~110,000 files are read on every deploy). With `packages` (a list), the directories
+    under site-packages are not read but added to it: each is one group of its own."""
+    with os.scandir(os.path.join(path, rel)) as it:
+        entries = sorted(it, key=_name)
+    in_group = _dir_group(rel)
+    cached = os.path.basename(rel) == "__pycache__"
+    site = packages is not None and in_group is None and os.path.basename(rel) == "site-packages"
+    for entry in entries:
+        name = f"{rel}/{entry.name}" if rel else entry.name
+        if entry.is_dir(follow_symlinks=False):
+            if site:
+                packages.append(name)
+            else:
+                _read(path, name, at_ns, ctime, groups, packages)
+            continue
+        what = _line(name, entry, cached, at_ns, ctime)
+        if what is None:
+            continue
+        group = in_group or _group(name)
+        digest = groups.get(group)
+        if digest is None:
+            digest = groups[group] = hashlib.sha256()
+        digest.update(what.encode("utf-8", "surrogateescape"))
+    return groups
+
+
+def _line(name, entry, cached, at_ns, ctime):
+    """What the tree counts of one entry that is not a directory (None: not counted)."""
+    if name == MARKER:
+        return None
+    if entry.is_symlink():
+        return f"{name}\0l {os.readlink(entry.path)}\n"
+    info = entry.stat(follow_symlinks=False)
+    if cached and (at_ns is None or info.st_ctime_ns > at_ns):
+        return None
+    stamp = f" {info.st_ctime_ns}" if ctime or cached else ""
+    return f"{name}\0f {info.st_size} {info.st_mtime_ns} {info.st_ino} {info.st_mode:o}{stamp}\n"
+
+
+def _hex(groups):
+    return {group: h.hexdigest() for group, h in groups.items()}
+
+
+def _package(job):
+    """{group: hex} of one package directory (job: path, rel, at_ns, ctime)."""
+    path, rel, at_ns, ctime = job
+    return _hex(_read(path, rel, at_ns, ctime, {}))
 
 
 def tree(path, at_ns=None, ctime=False):
@@ -187,39 +245,20 @@ def tree(path, at_ns=None, ctime=False):
     then, so a .pyc replaced afterwards (its ctime is later) is missed from the set and named,
     while one Python writes later for a module the build did not compile is not counted; without
     it, none (form 1). Not counted: the marker."""
-    groups = {}
-
-    def walk(rel):
-        # Depth first, each directory's entries sorted by name; one function call a directory,
-        # not a generator step a file: the env's ~110,000 files are read on every deploy.
-        with os.scandir(os.path.join(path, rel)) as it:
-            entries = sorted(it, key=_name)
-        in_group = _dir_group(rel)
-        cached = os.path.basename(rel) == "__pycache__"
-        for entry in entries:
-            name = f"{rel}/{entry.name}" if rel else entry.name
-            if entry.is_dir(follow_symlinks=False):
-                walk(name)
-                continue
-            if name == MARKER:
-                continue
-            if entry.is_symlink():
-                what = f"{name}\0l {os.readlink(entry.path)}\n"
-            else:
-                info = entry.stat(follow_symlinks=False)
-                if cached and (at_ns is None or info.st_ctime_ns > at_ns):
-                    continue
-                stamp = f" {info.st_ctime_ns}" if ctime or cached else ""
-                what = (f"{name}\0f {info.st_size} {info.st_mtime_ns} {info.st_ino} "
-                        f"{info.st_mode:o}{stamp}\n")
-            group = in_group or _group(name)
-            digest = groups.get(group)
-            if digest is None:
-                digest = groups[group] = hashlib.sha256()
-            digest.update(what.encode("utf-8", "surrogateescape"))
-
-    walk("")
-    return {group: h.hexdigest() for group, h in sorted(groups.items())}
+    packages = []
+    groups = _hex(_read(path, "", at_ns, ctime, {}, packages))
+    jobs = [(path, rel, at_ns, ctime) for rel in packages]
+    if TREE_WORKERS > 1 and len(jobs) >= TREE_PARALLEL_MIN:
+        # A package's files are all of its group and no other's: each package is read on its
+        # own, in processes (the GIL would serialise threads), the digests the same.
+        with concurrent.futures.ProcessPoolExecutor(
+                TREE_WORKERS, mp_context=multiprocessing.get_context("fork")) as pool:
+            for found in pool.map(_package, jobs, chunksize=4):
+                groups.update(found)
+    else:
+        for job in jobs:
+            groups.update(_package(job))
+    return dict(sorted(groups.items()))
 
 
 def record_tree(path, link_mode):

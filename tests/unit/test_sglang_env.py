@@ -489,3 +489,24 @@ def test_the_tree_groups_and_orders_as_its_recorded_form(tmp_path):
                 f"{info.st_mode:o}{stamp}\n")
         expected.setdefault(envs._group(rel), hashlib.sha256()).update(line.encode())
     assert envs.tree(str(env), at_ns) == {g: h.hexdigest() for g, h in sorted(expected.items())}
+
+
+def test_the_packages_read_in_parallel_give_the_digests_read_in_one_process(tmp_path, monkeypatch):
+    """A large env's packages are read in processes: the same groups, the same digests, an edit
+    in one package named as it is when one process reads them all."""
+    env = tmp_path / "env"
+    site = env / "lib/python3.11/site-packages"
+    for n in range(12):
+        for rel in (f"pkg{n}/__init__.py", f"pkg{n}/sub/m.py", f"mod{n}.py"):
+            (site / rel).parent.mkdir(parents=True, exist_ok=True)
+            (site / rel).write_text(rel)
+    (env / "bin").mkdir()
+    (env / "bin/python").symlink_to("/usr/bin/python3")
+    monkeypatch.setattr(envs, "TREE_PARALLEL_MIN", 10**6)
+    alone = envs.tree(str(env))
+    monkeypatch.setattr(envs, "TREE_PARALLEL_MIN", 1)
+    monkeypatch.setattr(envs, "TREE_WORKERS", 3)
+    assert envs.tree(str(env)) == alone and len(alone) == 25
+    (site / "pkg7/sub/m.py").write_text("edited in place")
+    assert envs.tree_changes(alone, envs.tree(str(env))) == [
+        "lib/python3.11/site-packages/pkg7"]
