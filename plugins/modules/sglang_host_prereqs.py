@@ -52,7 +52,8 @@ options:
     default: []
   envs_base_dir:
     description: Read the immutable env of O(requirements) under C(<envs_base_dir>/envs/)
-      instead of O(venv).
+      instead of O(venv), and the release that serves (C(serving)), the deployment's base
+      directory.
     type: path
   install_options:
     description: The install options (index, wheelhouse), part of the env's id.
@@ -171,6 +172,13 @@ env:
     installed, removed or edited in a built env since it was built (true for one not built)."
   type: dict
   returned: when envs_base_dir is given
+serving:
+  description: "The release the C(current) link of O(envs_base_dir) names: {release, manifest}
+    (null when there is none or its manifest is unreadable; C(error) says why a link is
+    refused). A re-run renders what it compares (the observability pack) from it before its one
+    read of what would change."
+  type: dict
+  returned: when envs_base_dir is given
 packages:
   description: What the ml-env has of O(requirements).
   type: dict
@@ -201,6 +209,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_envs import (
     EnvError, check, env_id, link_target, python_identity, spec_of)
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_pip import check as check_packages
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_releases import serving
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import systemd_version
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_versions import numeric, older
 
@@ -467,7 +476,8 @@ def main():
     if env:
         failures += link_failures(p)
     module.exit_json(changed=False, facts=facts, failures=failures, warnings_=warnings,
-                     exec_start_pre=pre, packages=packages, **({"env": env} if env else {}))
+                     exec_start_pre=pre, packages=packages,
+                     **({"env": env, "serving": serving(p["envs_base_dir"])} if env else {}))
 
 
 if __name__ == "__main__":

@@ -126,6 +126,13 @@ options:
     description: Other releases (failed, never proven) kept by C(state=cleanup).
     type: int
     default: 3
+  service:
+    description:
+      - With C(state=present), the service's state read in the same call, the arguments of
+        M(sglang.deploy.sglang_service_state) (without C(base_dir) and C(release)), a dict.
+        The release its process must have started from is the one this call plans, so a re-run
+        reads whether anything would change in one round trip. Read-only, in check mode too.
+    type: dict
 notes:
   - Not a builtin because there is no equivalent; community.general.deploy_helper lays out
     C(releases/) and C(current) but knows nothing of content hashes, release status, drift
@@ -159,6 +166,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+service:
+  description: What M(sglang.deploy.sglang_service_state) returns for O(service) (C(unchanged),
+    C(differences), C(systemd), C(serving_release), C(pack_differences), C(drift_differences)).
+  type: dict
+  returned: when service is given
 release:
   description: Id of the release that was created, found unchanged, activated or marked.
   type: str
@@ -274,14 +286,17 @@ import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_envs as envs
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_service_read as service_read
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import (
     discard, empty_trash, flock_guard, fsync_dir, symlink_atomic, write_atomic)
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_packages import PackageSetError, package_lines
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import read_bytes
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_releases import (
+    ID_RE, MANIFEST, ReleaseError, read_current, read_manifest, release_path)
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import redact_env_text
 
-MANIFEST = "manifest.json"
 PACKAGES = "packages.txt"
 # In each release that names an env: a relative link to it (../../envs/<id>). The ml-env link
 # (env_link) points at <base_dir>/current/env once and for all, so that moving `current` (one
@@ -296,14 +311,9 @@ OWNED = ("id", "seq", "status", "files", "args_hash", "packages_sha256", "env", 
 SCHEMA = 1
 # Manifest facts shown by --diff beside the files.
 META_DIFF_KEYS = ("sglang_version", "launch_module", "extra_packages", "model")
-ID_RE = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}")
 STAMP_RE = re.compile(r"[0-9]{8}T[0-9]{6}Z")
 FILE_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
 MODE_RE = re.compile(r"0?[0-7]{3,4}")
-
-
-class ReleaseError(Exception):
-    pass
 
 
 def content_hash(files, meta):
@@ -313,58 +323,6 @@ def content_hash(files, meta):
         separators=(",", ":"),
     )
     return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def release_path(base_dir, release):
-    """The directory of release `release`: the one way to name one, never outside releases/.
-
-    `release` must be a release id (no `/`, no `..`); the resolved directory must sit directly
-    in the resolved releases/ directory, so a symlink cannot lead out either.
-    """
-    if not isinstance(release, str) or not ID_RE.fullmatch(release):
-        raise ReleaseError(f"release {release!r} is not a release id (20260101T000000Z-0123abcd)")
-    releases = os.path.join(base_dir, "releases")
-    path = os.path.join(releases, release)
-    if os.path.lexists(path) and \
-            os.path.dirname(os.path.realpath(path)) != os.path.realpath(releases):
-        raise ReleaseError(f"{path} leads outside {releases}: remove it")
-    return path
-
-
-def read_current(base_dir):
-    """Id that `current` points at, or None. Refuses a link that is not releases/<id>."""
-    link = os.path.join(base_dir, "current")
-    if not os.path.islink(link):
-        if os.path.lexists(link):
-            raise ReleaseError(f"{link} exists and is not a symlink: move it away")
-        return None
-    target = os.readlink(link).rstrip("/")
-    release = os.path.basename(target)
-    inside = target in (os.path.join("releases", release),
-                        os.path.join(os.path.abspath(base_dir), "releases", release))
-    if not inside or not ID_RE.fullmatch(release):
-        raise ReleaseError(f"{link} points at {target!r}, not at releases/<id> under {base_dir}: "
-                           "point it at a release (ln -sfn releases/<id> current) or remove it")
-    release_path(base_dir, release)
-    return release
-
-
-def read_manifest(base_dir, release):
-    """The release's manifest when it is a JSON object with well-typed fields, else None."""
-    try:
-        with open(os.path.join(release_path(base_dir, release), MANIFEST), encoding="utf-8") as fh:
-            manifest = json.load(fh)
-    except (OSError, ValueError, ReleaseError):
-        return None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("status", ""), str) \
-            or not isinstance(manifest.get("files", {}), dict) \
-            or not isinstance(manifest.get("args_hash", ""), str):
-        return None
-    seq = manifest.get("seq", 0)
-    if not isinstance(seq, int) or isinstance(seq, bool):
-        manifest["seq"] = 0
-    # The directory names the release, whatever the file says.
-    return dict(manifest, id=release)
 
 
 def _write_atomic(path, text, mode=0o644, prefix=".manifest."):
@@ -929,6 +887,19 @@ def _require(base_dir, release):
     return manifest
 
 
+def service_state(service, base_dir, release):
+    """sglang_service_read.read of `service` (sglang_service_state's arguments), the release its
+    process must have started from being `release`."""
+    checked = ArgumentSpecValidator(service_read.SPEC).validate(
+        dict(service, base_dir=base_dir, release=release))
+    if checked.error_messages:
+        raise ReleaseError("service: " + "; ".join(checked.error_messages))
+    try:
+        return service_read.read(checked.validated_parameters)
+    except (OSError, ValueError) as exc:
+        raise ReleaseError(f"service: cannot read what the deploy would write: {exc}") from None
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -954,6 +925,9 @@ def main():
             "env_link": {"type": "path"},
             "keep_good": {"type": "int", "default": 5},
             "keep_other": {"type": "int", "default": 3},
+            # Checked below (sglang_service_read.SPEC): a dict with suboptions cannot refuse a
+            # value that is not a dict with a message.
+            "service": {"type": "dict"},
         },
         required_if=[("state", "present", ["stamp", "files"]),
                      ("state", "active", ["release"]),
@@ -967,6 +941,8 @@ def main():
     try:
         if p["state"] == "present":
             result = prepare(p["base_dir"], p["stamp"], p["files"], p["meta"], module.check_mode)
+            if p["service"] is not None:
+                result["service"] = service_state(p["service"], p["base_dir"], result["release"])
         elif p["state"] == "info":
             result = info(p["base_dir"], p["release"])
         elif p["state"] == "cleanup":

@@ -230,6 +230,62 @@ def test_release_in_check_mode_writes_nothing(tmp_path):
     assert not (tmp_path / "releases").exists() or not any((tmp_path / "releases").iterdir())
 
 
+def test_release_reads_the_service_in_the_same_call_against_the_release_it_plans(
+        tmp_path, monkeypatch):
+    """A re-run's one read: the release planned and the service's state, the process compared
+    with the planned release (not with current); a service argument it cannot use is refused
+    with what to change, before anything is read."""
+    import hashlib
+
+    base = str(tmp_path)
+    fake_bin(tmp_path, monkeypatch, systemctl='printf "ActiveState=inactive\\nUnitFileState=disabled\\n"')
+    unit = tmp_path / "sglang.service"
+    unit.write_text("[Unit]\n")
+    unit.chmod(0o644)
+    user = __import__("pwd").getpwuid(os.getuid()).pw_name
+    group = __import__("grp").getgrgid(os.getgid()).gr_name
+    service = {"service": "sglang-none", "files": [
+        {"path": str(unit), "sha256": hashlib.sha256(b"[Unit]\n").hexdigest(), "owner": user,
+         "group": group}], "drift": None}
+    args = {"base_dir": base, "stamp": "20261130T101500Z", "service": service,
+            "files": [{"name": "config.yaml", "content": "tp-size: 2\n"}]}
+    planned, code = run("sglang_release", args, check_mode=True)
+    assert code == 0 and planned["created"], planned
+    assert planned["service"]["differences"] == [
+        "sglang-none: inactive, not active", "sglang-none: disabled, not enabled"]
+    assert planned["service"]["serving_release"] is None
+    assert planned["service"]["serving_reason"] == "the unit is not active"
+    assert planned["service"]["pack_differences"] is None
+    assert planned["service"]["drift_differences"] is None
+    refused, code = run("sglang_release", dict(args, service=dict(service, files=[{"sha256": ""}])),
+                        check_mode=True)
+    assert code == 1 and refused["msg"].startswith("service: ") and "path" in refused["msg"]
+    assert not (tmp_path / "releases").exists()
+
+
+def test_host_prereqs_read_the_release_that_serves(tmp_path):
+    """The release current names and its manifest, read with the prerequisites (a re-run renders
+    its pack from it); none, or the reason a link is refused."""
+    def prereqs():
+        result, code = run("sglang_host_prereqs", {
+            "venv": str(tmp_path / "venv"), "nvidia_smi": "/nonexistent/nvidia-smi",
+            "envs_base_dir": str(tmp_path), "requirements": ["sglang==0.5.23"]})
+        assert code == 0, result
+        return result["serving"]
+
+    assert prereqs() == {"release": None, "manifest": None}
+    release = "20261130T101500Z-0123abcd"
+    (tmp_path / "releases" / release).mkdir(parents=True)
+    (tmp_path / "releases" / release / "manifest.json").write_text('{"status": "good", "seq": 3}')
+    (tmp_path / "current").symlink_to(f"releases/{release}")
+    assert prereqs() == {"release": release,
+                         "manifest": {"status": "good", "seq": 3, "id": release}}
+    (tmp_path / "current").unlink()
+    (tmp_path / "current").symlink_to("/etc")
+    refused = prereqs()
+    assert refused["release"] is None and "not at releases/<id>" in refused["error"]
+
+
 def test_resolve_without_sglang_says_it_did_not_run(tmp_path):
     result, code = run("sglang_resolve", {"venv": str(tmp_path / "none"),
                                           "args": {"model-path": "/m"}})

@@ -1,4 +1,5 @@
-"""sglang_service_state: what the service part of a deploy would change, read in one call."""
+"""sglang_service_state: what the service part of a deploy would change, read in one call (the
+functions: module_utils/sglang_service_read.py, also read by sglang_release's `service`)."""
 
 import contextlib
 import grp
@@ -14,7 +15,9 @@ from ansible.module_utils import basic
 
 from support import load_module
 
-state = load_module("sglang_service_state")
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_service_read as state
+
+module = load_module("sglang_service_state")
 # Files the tests make belong to whoever runs them (root on a host, anyone in `make check`).
 OWNER, GROUP = pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name
 
@@ -78,7 +81,7 @@ def test_main_takes_a_digest_never_the_content(tmp_path):
     basic._ANSIBLE_PROFILE = "legacy"
     try:
         with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
-            state.main()
+            module.main()
     finally:
         basic._ANSIBLE_ARGS, basic._ANSIBLE_PROFILE = saved
     result = json.loads(out.getvalue())

@@ -1,0 +1,77 @@
+"""The releases on a host as their module lays them out: `releases/<id>/manifest.json`, and
+`current`, the link to the one that serves. The reads the release module and the host's
+prerequisites share (read-only).
+"""
+
+import json
+import os
+import re
+
+MANIFEST = "manifest.json"
+ID_RE = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}")
+
+
+class ReleaseError(Exception):
+    pass
+
+
+def release_path(base_dir, release):
+    """The directory of release `release`: the one way to name one, never outside releases/.
+
+    `release` must be a release id (no `/`, no `..`); the resolved directory must sit directly
+    in the resolved releases/ directory, so a symlink cannot lead out either.
+    """
+    if not isinstance(release, str) or not ID_RE.fullmatch(release):
+        raise ReleaseError(f"release {release!r} is not a release id (20260101T000000Z-0123abcd)")
+    releases = os.path.join(base_dir, "releases")
+    path = os.path.join(releases, release)
+    if os.path.lexists(path) and \
+            os.path.dirname(os.path.realpath(path)) != os.path.realpath(releases):
+        raise ReleaseError(f"{path} leads outside {releases}: remove it")
+    return path
+
+
+def read_current(base_dir):
+    """Id that `current` points at, or None. Refuses a link that is not releases/<id>."""
+    link = os.path.join(base_dir, "current")
+    if not os.path.islink(link):
+        if os.path.lexists(link):
+            raise ReleaseError(f"{link} exists and is not a symlink: move it away")
+        return None
+    target = os.readlink(link).rstrip("/")
+    release = os.path.basename(target)
+    inside = target in (os.path.join("releases", release),
+                        os.path.join(os.path.abspath(base_dir), "releases", release))
+    if not inside or not ID_RE.fullmatch(release):
+        raise ReleaseError(f"{link} points at {target!r}, not at releases/<id> under {base_dir}: "
+                           "point it at a release (ln -sfn releases/<id> current) or remove it")
+    release_path(base_dir, release)
+    return release
+
+
+def read_manifest(base_dir, release):
+    """The release's manifest when it is a JSON object with well-typed fields, else None."""
+    try:
+        with open(os.path.join(release_path(base_dir, release), MANIFEST), encoding="utf-8") as fh:
+            manifest = json.load(fh)
+    except (OSError, ValueError, ReleaseError):
+        return None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("status", ""), str) \
+            or not isinstance(manifest.get("files", {}), dict) \
+            or not isinstance(manifest.get("args_hash", ""), str):
+        return None
+    seq = manifest.get("seq", 0)
+    if not isinstance(seq, int) or isinstance(seq, bool):
+        manifest["seq"] = 0
+    # The directory names the release, whatever the file says.
+    return dict(manifest, id=release)
+
+
+def serving(base_dir):
+    """{release, manifest} of the release `current` names (either None), or {error} when the
+    link is refused."""
+    try:
+        release = read_current(base_dir)
+    except ReleaseError as exc:
+        return {"release": None, "manifest": None, "error": str(exc)}
+    return {"release": release, "manifest": read_manifest(base_dir, release) if release else None}
