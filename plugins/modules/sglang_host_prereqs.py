@@ -292,8 +292,14 @@ def disk_needs(disk, missing):
                  else 0) for d in disk]
 
 
-def _torch_cuda(p):
+def _torch_cuda(p, missing):
     """(CUDA version torch is built for, where that was read)."""
+    if not missing:
+        # Nothing to install: the torch installed is the one that runs (the wheelhouse's, a
+        # large zip, is not read on every re-run).
+        installed = torch_cuda_installed(p["venv"])
+        if installed:
+            return installed, "installed torch"
     wheel_cuda, wheel = torch_cuda_wheel(p["wheelhouse"])
     if wheel_cuda:
         # The wheel is what the install puts in place: it decides.
@@ -319,7 +325,7 @@ def _nvcc():
 def read_facts(p, missing=()):
     """What the host has; `missing`: the requirements the ml-env lacks (for `unless_installed`)."""
     driver = _run([p["nvidia_smi"], "--query-gpu=driver_version", "--format=csv,noheader"])
-    cuda, source = _torch_cuda(p)
+    cuda, source = _torch_cuda(p, missing)
     include = _run([p["python"], "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"])
     return {
         "driver": driver_version(driver),

@@ -82,6 +82,15 @@ def test_cuda_version_is_read_from_the_torch_wheel_and_the_installed_torch(tmp_p
     assert prereqs.torch_cuda_installed(str(tmp_path / "venv")) == "12.8"
     (site / "version.py").write_text("cuda = None\n")  # a CPU build
     assert prereqs.torch_cuda_installed(str(tmp_path / "venv")) is None
+    # The wheel decides what an install puts in place; with nothing to install, the torch that
+    # runs does (and a CPU build installed leaves it to the wheel).
+    p = {"wheelhouse": str(house), "venv": str(tmp_path / "venv")}
+    assert prereqs._torch_cuda(p, ["sglang==0.5.23"]) == (
+        "13.0", "torch-2.14.1-cp311-cp311-linux_x86_64.whl")
+    assert prereqs._torch_cuda(p, [])[0] == "13.0"
+    (site / "version.py").write_text("cuda = '12.8'\n")
+    assert prereqs._torch_cuda(p, []) == ("12.8", "installed torch")
+    assert prereqs._torch_cuda(p, ["sglang==0.5.23"])[0] == "13.0"
 
 
 def test_facts_read_through_the_fake_nvidia_smi(tmp_path):
