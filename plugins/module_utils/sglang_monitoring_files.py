@@ -14,6 +14,7 @@ import sys
 from ansible_collections.sglang.deploy.plugins.module_utils import (
     sglang_drift, sglang_effective, sglang_files)
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import existing_text
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import show
 
 # The drift check's program: these modules' sources, side by side (sglang_drift.LIBRARY).
 SOURCES = {"sglang_drift": sglang_drift, "sglang_effective": sglang_effective,
@@ -95,6 +96,11 @@ def textfile_dir_missing(out):
     directory = os.path.dirname(out)
     no_link(directory, "textfile directory")
     return not os.path.isdir(directory)
+
+
+def timer_state(timer):
+    """The timer's {ActiveState, UnitFileState} (empty when systemctl cannot say)."""
+    return show(timer, ["ActiveState", "UnitFileState"])[0]
 
 
 def timer_running(state):

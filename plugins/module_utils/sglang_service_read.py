@@ -155,9 +155,8 @@ def serving_differences(state, service, base_dir, release, proc="/proc"):
 
 def pack_differences(pack):
     """What writing the pack (`pack`: dir, host, the sha256 of target, rules and dashboard)
-    would change; None without it.
-    A file that cannot be read, or a symlink the writer refuses, is a change: the writer then
-    says why."""
+    would change; None without it. A file that cannot be read, or a symlink the writer refuses,
+    is a change: the writer then says why."""
     if pack is None:
         return None
     try:
@@ -177,8 +176,7 @@ def drift_differences(drift):
     if drift is None:
         return None
     timer = str(drift.get("timer") or "")
-    state = show(timer, ["ActiveState", "UnitFileState"])[0] if timer else {}
-    return monitoring.drift_changes(drift, state)
+    return monitoring.drift_changes(drift, monitoring.timer_state(timer) if timer else {})
 
 
 def read(p):

@@ -133,8 +133,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_drift, sglang_files
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_monitoring_files import (
     SOURCES, MonitoringFileError, program_changes, textfile_dir_missing, timer_running,
-    unit_changes)
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import show as systemd_show
+    timer_state, unit_changes)
 
 # The temp names write_atomic gives these files (a run cut before its rename leaves one).
 PROGRAM_TEMP = re.compile(r"\.(%s)\.py\..+" % "|".join(SOURCES))
@@ -183,11 +182,6 @@ def textfile_dir(out, check_mode):
         os.makedirs(os.path.dirname(out), mode=0o755)
         os.chmod(os.path.dirname(out), 0o755)
     return True
-
-
-def timer_state(timer):
-    """The timer's {ActiveState, UnitFileState} (empty when systemctl cannot say)."""
-    return systemd_show(timer, ["ActiveState", "UnitFileState"])[0]
 
 
 def install_units(params, check_mode, systemctl, show=timer_state):
