@@ -108,11 +108,11 @@ def timer_running(state):
     return state.get("ActiveState") == "active" and state.get("UnitFileState") == "enabled"
 
 
-def drift_changes(params, timer_state):
+def drift_changes(params, state):
     """What installing the drift check with `params` (the sglang_drift module's dir, out, units,
     units_dir, timer) would change, one line each; empty when the install would only run the
-    check. `timer_state`: the timer's systemd state, read by the caller. A file that cannot be
-    read, or a symlink the install refuses, is a change: the install then says why."""
+    check. `state`: the timer's systemd state (timer_state), read by the caller. A file that
+    cannot be read, or a symlink the install refuses, is a change: the install then says why."""
     try:
         found = [f"{os.path.dirname(params['out'])}: missing"] \
             if textfile_dir_missing(params["out"]) else []
@@ -125,7 +125,7 @@ def drift_changes(params, timer_state):
     except (MonitoringFileError, OSError, AttributeError, TypeError, ValueError) as exc:
         return [f"drift: {exc}"]
     timer = str(params.get("timer") or "")
-    if timer and not timer_running(timer_state):
-        found.append(f"{timer}: {timer_state.get('ActiveState', 'unknown')}, "
-                     f"{timer_state.get('UnitFileState', 'unknown')} (want active, enabled)")
+    if timer and not timer_running(state):
+        found.append(f"{timer}: {state.get('ActiveState', 'unknown')}, "
+                     f"{state.get('UnitFileState', 'unknown')} (want active, enabled)")
     return found
