@@ -42,6 +42,14 @@ if ! compgen -G "$dest/[Pp][Yy][Yy][Aa][Mm][Ll]-*.whl" >/dev/null; then
     -d "$dest" "pyyaml==6.0.2"
 fi
 
+# prometheus_client: the stand-in's /metrics on hosts whose env has SGLang's sources only (the
+# version SGLang 0.5.23's full install resolves).
+if ! compgen -G "$dest/prometheus_client-0.26.0-*.whl" >/dev/null; then
+  echo "wheelhouse: prometheus-client"
+  "${pip[@]}" download --no-deps --only-binary=:all: --python-version "$host_python" \
+    -d "$dest" "prometheus-client==0.26.0"
+fi
+
 # Rebuilt when its sources or its version (pyproject.toml) are newer than the wheel.
 standin=("$dest"/sglang_standin-*.whl)
 if [[ ! -e "${standin[0]}" ]] || [[ -n "$(find "$here/tests/standin" -newer "${standin[0]}" -type f \

@@ -14,6 +14,8 @@ burst of 16 streams in a quiet minute decodes at the speed of 16, and is judged 
 release proved at 16, not at 1.
 """
 
+import re
+
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
@@ -66,7 +68,31 @@ def _peak_load(sel, window):
 
 
 def _traffic(sel, window):
-    return f"sum(rate(sglang:generation_tokens_total{{{sel}}}[{window}])) > 0"
+    """Tokens streaming in the window: SGLang's inter-token histogram grows at every streamed
+    chunk (tokenizer_manager.py, collect_metrics), its token counters only when a request
+    finishes, so a long answer is traffic while it streams."""
+    return f"sum(rate(sglang:inter_token_latency_seconds_count{{{sel}}}[{window}])) > 0"
+
+
+def _progress(sel, window):
+    """Work done in the window, 0 when none: tokens streamed (the inter-token count), decode
+    forward passes (sglang:cuda_graph_passes_total, a pass per decode batch whether its requests
+    stream or not), tokens of requests that finished. A series SGLang has not written yet counts
+    0, so a hung scheduler that never streamed reads 0 too."""
+    return " + ".join(
+        f"(sum(increase({series}{{{sel}{extra}}}[{window}])) or vector(0))"
+        for series, extra in (("sglang:inter_token_latency_seconds_count", ""),
+                              ("sglang:cuda_graph_passes_total", ',mode=~"decode_.*"'),
+                              ("sglang:generation_tokens_total", "")))
+
+
+def _le(bound):
+    """A selector of the histogram bucket at `bound` that holds whatever text writes it:
+    prometheus_client (SGLang's) writes le="4.0", Prometheus 3 normalises every le to that
+    form, a hand-written exposition may say le="4"."""
+    forms = sorted({_g(bound), repr(float(bound))})
+    # A regex (RE2) inside a PromQL string: each of its backslashes written twice.
+    return 'le=~"' + "|".join(re.escape(f).replace("\\", "\\\\") for f in forms) + '"'
 
 
 def _g(value):
@@ -228,10 +254,10 @@ def _health_rules(pack):
                "is gone or unreadable, so no other rule of this host can fire")
     pack.alert("SGLangNoProgress",
                f"min_over_time(sum(sglang:num_running_reqs{{{sel}}})[{window}:]) > 0 and on() "
-               f"sum(increase(sglang:generation_tokens_total{{{sel}}}[{window}])) == 0",
+               f"({_progress(sel, window)}) == 0",
                "critical", f"{pack.host}: requests run but no token comes out",
-               f"requests running all through {window} and not one token generated: the "
-               "scheduler is stuck while /metrics still answers")
+               f"requests running all through {window} and not one token streamed, decode pass "
+               "run or request finished: the scheduler is stuck while /metrics still answers")
     pack.alert("SGLangQueueStuck",
                f"min_over_time(sum(sglang:num_queue_reqs{{{sel}}})[{window}:]) > 0",
                "warning", f"{pack.host}: requests wait all the time",
@@ -287,7 +313,7 @@ def _slo_rules(pack, slo):
     pack.records += _burn_records(
         "ttft_slow_ratio",
         lambda w: f"1 - sum(rate(sglang:time_to_first_token_seconds_bucket{{{sel},"
-                  f"le=\"{_g(bucket)}\"}}[{w}])) / "
+                  f"{_le(bucket)}}}[{w}])) / "
                   f"sum(rate(sglang:time_to_first_token_seconds_count{{{sel}}}[{w}]))", labels)
     _burn(pack, "SGLangFirstTokenBudgetBurn", "ttft_slow_ratio", 0.01,
           f"first tokens slower than {_g(bucket * 1000)} ms (the workload's TTFT p99 objective, "

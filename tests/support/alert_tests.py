@@ -5,7 +5,10 @@ that stays full, a scheduler that hangs while /metrics answers, failing drift ch
 
 The series are built from the release's proof and the settings, computed here on their own (not
 read back from the rules' expressions), so a threshold the pack got wrong fails a case.
-Histograms use SGLang 0.5.23's buckets (the stand-in's copy of them).
+The series are written as SGLang writes them (the stand-in's copy of its names, labels and
+buckets, held to SGLang's own collectors by tests/integration/test_metrics_conformance.py): each
+`sglang:` series carries SGLang's labels (model_name, engine_type, is_streaming, the scheduler's
+ranks) and a bucket bound is written by prometheus_client, as SGLang's is (le="4.0").
 Used by molecule/default/tests/test_monitoring.py with the promtool of the molecule host, and by
 tests/unit/test_alert_tests.py where a promtool is at hand.
 """
@@ -17,7 +20,31 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "standin"))
-from sglang_standin.engine import ITL_BUCKETS, TTFT_BUCKETS  # noqa: E402
+from prometheus_client.utils import floatToGoString  # noqa: E402
+from sglang_standin.metrics import ENGINE_TYPE, ITL_BUCKETS, SCHEDULER_RANKS, TTFT_BUCKETS  # noqa: E402
+
+# The labels SGLang puts on each family the cases write (metrics_collector.py 0.5.23).
+MODEL = "qwen3.6-27b"
+STREAMING = ("sglang:generation_tokens_total", "sglang:prompt_tokens_total",
+             "sglang:num_requests_total", "sglang:time_to_first_token_seconds")
+SCHEDULER = ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage",
+             "sglang:spec_accept_length", "sglang:gen_throughput", "sglang:cuda_graph_passes_total")
+
+
+def as_sglang_writes(series):
+    """`series` ("name{labels}") with the labels SGLang's collectors add to that family."""
+    name, _, rest = series.partition("{")
+    family = re.sub(r"_(bucket|sum|count)$", "", name)
+    if not name.startswith("sglang:"):
+        return series
+    extra = {"model_name": MODEL, "engine_type": ENGINE_TYPE}
+    if family in STREAMING:
+        extra["is_streaming"] = "true"
+    if family in SCHEDULER:
+        extra.update({k: str(v) for k, v in SCHEDULER_RANKS.items()})
+    added = ",".join(f'{k}="{v}"' for k, v in extra.items())
+    return f"{name}{{{added},{rest}" if rest else f"{name}{{{added}}}"
+
 
 EVAL_S = 1800  # every case is judged once its rates and `for` have settled
 UNITS = {"s": 1, "m": 60, "h": 3600}
@@ -60,7 +87,9 @@ class Clock:
 
 
 def _tokens(t, sel, per_second):
-    return {"series": f"sglang:generation_tokens_total{{{sel}}}", "values": t.counter(per_second)}
+    """Tokens streaming: SGLang's inter-token count grows at each chunk."""
+    return {"series": f"sglang:inter_token_latency_seconds_count{{{sel}}}",
+            "values": t.counter(per_second)}
 
 
 def _speed(t, sel, tok_s, load):
@@ -70,12 +99,26 @@ def _speed(t, sel, tok_s, load):
              "values": t.counter(tok_s * load)},
             {"series": f"sglang:inter_token_latency_seconds_sum{{{sel}}}", "values": t.counter(load)},
             {"series": f"sglang:num_running_reqs{{{sel}}}", "values": t.const(load)},
-            _tokens(t, sel, tok_s * load)]
+            {"series": f"sglang:generation_tokens_total{{{sel}}}",
+             "values": t.counter(tok_s * load)}]
+
+
+def _long_answers(t, sel, tok_s, load):
+    """`load` answers of tens of thousands of tokens streaming at `tok_s` each all through the
+    case: not one finishes, so SGLang's token counters stay where they were; the inter-token
+    histogram and the decode passes (a pass a chunk of 3) grow."""
+    return [{"series": f"sglang:inter_token_latency_seconds_count{{{sel}}}",
+             "values": t.counter(tok_s * load)},
+            {"series": f"sglang:inter_token_latency_seconds_sum{{{sel}}}", "values": t.counter(load)},
+            {"series": f'sglang:cuda_graph_passes_total{{{sel},mode="decode_cuda_graph"}}',
+             "values": t.counter(tok_s / 3)},
+            {"series": f"sglang:num_running_reqs{{{sel}}}", "values": t.const(load)},
+            {"series": f"sglang:generation_tokens_total{{{sel}}}", "values": t.const(5000)}]
 
 
 def _histogram(t, sel, name, buckets, value, per_second):
     """`per_second` observations of `value` seconds each into a histogram of SGLang's `buckets`."""
-    series = [{"series": f'{name}_bucket{{{sel},le="{b:g}"}}',
+    series = [{"series": f'{name}_bucket{{{sel},le="{floatToGoString(b)}"}}',
                "values": t.counter(per_second if value <= b else 0)} for b in buckets]
     return series + [{"series": f'{name}_bucket{{{sel},le="+Inf"}}', "values": t.counter(per_second)},
                      {"series": f"{name}_count{{{sel}}}", "values": t.counter(per_second)},
@@ -131,7 +174,7 @@ class Cases:
             "name": f"{name}{''.join(f' {v}' for v in select.values())} "
                     f"{'fires' if fires else 'stays quiet'}{': ' + why if why else ''}",
             "interval": f"{(clock or self.clock).step}s",
-            "input_series": series,
+            "input_series": [dict(s, series=as_sglang_writes(s["series"])) for s in series],
             "alert_rule_test": [{"eval_time": f"{EVAL_S}s", "alertname": name,
                                  "exp_alerts": expected}]})
 
@@ -165,6 +208,17 @@ def _speed_cases(c, t, release, floors, settings):
     top = levels[-1]
     c.case("SGLangSlowerThanProven", _speed(t, sel, 1, cap + 8), False,
            why="beyond the proven capacity: no promise", concurrency=str(top["concurrency"]))
+    # Long answers at the capacity (minutes each, several at once): no request finishes in
+    # the window, so no token counter grows. Healthy: no page and no silence; slow: the speed
+    # alert fires within its `for`.
+    n, proven = top["concurrency"], top["tok_s_per_user"]
+    threshold = proven * (1 - settings["tolerance"])
+    healthy_long = _long_answers(t, sel, proven, n)
+    c.case("SGLangNoProgress", healthy_long, False, why="long healthy answers, none finishing")
+    c.case("SGLangSlowerThanProven", healthy_long, False, why="long healthy answers",
+           concurrency=str(n))
+    c.case("SGLangSlowerThanProven", _long_answers(t, sel, threshold * 0.9, n), True,
+           why="slow long answers, none finishing", concurrency=str(n))
     # Bursty light traffic: a burst at the capacity for a 30th of the window, twice a window,
     # idle between (sampled 30 times a window). Its tokens decode at the speed proven there;
     # the time-averaged load is about 1, the peak is the burst's: neither the floor nor the
@@ -220,8 +274,10 @@ def _latency_cases(c, t, release, settings):
             if figure == "itl_ms" and proof["measured_by"] != "sglang.bench_serving":
                 continue
             limit = level[figure]["p99"] * factor / 1000
-            load = [{"series": f"sglang:num_running_reqs{{{c.sel}}}", "values": t.const(n)},
-                    _tokens(t, c.sel, 20 * n)]
+            # Tokens stream: the inter-token histogram's own count where it is the one judged.
+            load = [{"series": f"sglang:num_running_reqs{{{c.sel}}}", "values": t.const(n)}]
+            if metric != "sglang:inter_token_latency_seconds":
+                load.append(_tokens(t, c.sel, 20 * n))
             c.case(name, _histogram(t, c.sel, metric, buckets, _above(buckets, limit), 4) + load,
                    True, concurrency=str(n))
             c.case(name, _histogram(t, c.sel, metric, buckets, _below(buckets, limit), 4) + load,

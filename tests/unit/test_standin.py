@@ -84,9 +84,11 @@ def test_http_stream_usage_and_metrics(standin):
                                    "total_tokens": 13}
     with urllib.request.urlopen(url + "/metrics") as resp:
         metrics = resp.read().decode()
-    assert 'sglang:generation_tokens_total{model_name="m"} 10' in metrics
-    assert 'mode="decode_cuda_graph"} 3' in metrics  # 9 tokens after the first, 3 per chunk
-    assert "sglang:spec_accept_length" in metrics
+    assert _value(metrics, "sglang:generation_tokens_total", is_streaming="true") == 10
+    # 9 tokens after the first, 3 per chunk: three decode passes, one prefill
+    assert _value(metrics, "sglang:cuda_graph_passes_total", mode="decode_cuda_graph") == 3
+    assert _value(metrics, "sglang:cuda_graph_passes_total", mode="prefill_cuda_graph") == 1
+    assert _value(metrics, "sglang:spec_accept_length") == 3.0
 
 
 def test_the_performance_model_sets_the_speed_from_the_arguments():
@@ -137,7 +139,7 @@ def test_sigterm_drains_like_sglang_health_503_requests_finish_then_exit(tmp_pat
 
         client = threading.Thread(target=long_request)
         client.start()
-        running = re.compile(r"^sglang:num_running_reqs\{[^}]*\} 1$", re.M)
+        running = re.compile(r"^sglang:num_running_reqs\{[^}]*\} 1\.0$", re.M)
         while not running.search(urllib.request.urlopen(url + "/metrics").read().decode()):
             time.sleep(0.05)  # until the request is in flight (40 tokens at 20 tok/s: 2 s)
         server.send_signal(signal.SIGTERM)
@@ -171,7 +173,7 @@ def test_the_speed_knob_changes_while_serving_and_metrics_show_tok_s_per_user(st
         with urllib.request.urlopen(req) as resp:
             resp.read()
         after = _histograms(url)
-        delta = {name: after[name] - before[name] for name in after}
+        delta = {name: after[name] - before.get(name, 0.0) for name in after}
         late = max(delta["time_to_first_token_seconds_sum"] - 0.005, 0.0)
         fastest = (tokens - 1) / max((tokens - 1) / tok_s - late, 1e-3)
         return (delta["inter_token_latency_seconds_count"]
@@ -220,8 +222,7 @@ def test_a_repeated_prompt_hits_the_prefix_cache_and_its_first_token_comes_soone
     # A prompt that shares a prefix prefills only the rest.
     _alive, cached = engine.admit(500, story + " " + " ".join(f"x{i}" for i in range(100)))
     assert cached == 400 and engine.prefill_s(500, cached) == 0.1
-    assert "sglang:cache_hit_rate{model_name=" in engine.metrics()
-    assert f" {800 / 1300:.4f}" in engine.metrics()
+    assert _value(engine.metrics(), "sglang:cache_hit_rate") == pytest.approx(800 / 1300)
 
 
 def test_the_prefix_cache_forgets_the_least_recently_used_past_its_capacity():
@@ -246,25 +247,74 @@ def test_the_accept_length_depends_on_the_text_and_the_server_reports_its_mean()
     assert lengths == [engine.accept_length_of(t) for t in texts]  # the same text, the same
     assert 2.1 <= min(lengths) < 2.8 and 3.2 < max(lengths) <= 3.9, (min(lengths), max(lengths))
     for text, length in zip(texts, lengths):
-        engine.record(0.1, 16, 0.2, length)
+        engine.finished(3, 16, 0, 0.3, 0.1, True, length)
     assert abs(engine.observed_accept_length() - sum(lengths) / 50) < 1e-3
     # Without the spread every text gets the knob.
     plain = Engine(args, Knobs(accept_length=3.0))
     assert {plain.accept_length_of(t) for t in texts} == {3.0}
 
 
-def test_histograms_have_sglangs_buckets_so_quantiles_read_as_from_sglang():
+def test_histograms_have_sglangs_buckets_and_label_text_so_quantiles_read_as_from_sglang():
     engine = Engine({"model-path": "/m"}, Knobs())
     for ttft in (0.05, 0.3, 0.3, 1.5):
-        engine.record(ttft, 11, 0.2)
+        engine.first_token(ttft, stream=True)
+        for _chunk in range(5):
+            engine.streamed(0.04, 2)  # 20 ms a token, 10 tokens a request
     text = engine.metrics()
-    assert 'sglang:time_to_first_token_seconds_bucket{model_name="/m",is_streaming="true",' \
-           'le="0.1"} 1' in text
-    assert 'le="0.4"} 3' in text and 'le="2"} 4' in text
+    ttft = "sglang:time_to_first_token_seconds_bucket"
+    assert _value(text, ttft, le="0.1", is_streaming="true") == 1
+    # prometheus_client writes a bound as a float, as SGLang's exposition has it: 2.0, not 2.
+    assert _value(text, ttft, le="0.4") == 3 and _value(text, ttft, le="2.0") == 4
+    assert 'le="2"' not in text
     buckets = [line for line in text.splitlines()
                if line.startswith("sglang:inter_token_latency_seconds_bucket")]
     assert len(buckets) == 24  # 23 of SGLang's bounds and +Inf
-    assert buckets[-1].endswith(" 40") and 'le="0.02"} 40' in text  # 20 ms gaps, 10 per request
+    itl = "sglang:inter_token_latency_seconds_bucket"
+    assert _value(text, itl, le="+Inf") == 40 and _value(text, itl, le="0.02") == 40
+    assert _value(text, itl, le="0.015") == 0
+
+
+def test_over_http_a_long_answer_grows_the_inter_token_count_as_it_streams_and_tokens_at_its_end(
+        standin):
+    """SGLang's moments (tokenizer_manager.py, collect_metrics): while an answer streams, only
+    the inter-token histogram and the decode passes grow; its generation tokens, request count
+    and end-to-end latency are counted when it finishes."""
+    import threading
+    import time
+
+    url, _engine = standin(knobs=Knobs(ttft_ms=5, tok_s=100, tokens_per_chunk=2))
+    body = json.dumps({"prompt": "a", "max_tokens": 201, "stream": True}).encode()
+    req = urllib.request.Request(url + "/v1/completions", data=body,
+                                 headers={"Content-Type": "application/json"})
+    client = threading.Thread(target=lambda: urllib.request.urlopen(req, timeout=120).read())
+    client.start()
+
+    def scrape():
+        with urllib.request.urlopen(url + "/metrics") as resp:
+            return resp.read().decode()
+
+    while not _value(scrape(), "sglang:inter_token_latency_seconds_count"):
+        time.sleep(0.02)  # waits on progress: the first streamed chunk after the first token
+    during = scrape()
+    client.join(timeout=120)
+    after = scrape()
+    assert _value(during, "sglang:generation_tokens_total") == 0
+    assert _value(during, "sglang:num_requests_total") == 0
+    assert 0 < _value(during, "sglang:inter_token_latency_seconds_count") < 200
+    assert _value(during, "sglang:num_running_reqs") == 1
+    assert _value(after, "sglang:generation_tokens_total") == 201
+    assert _value(after, "sglang:inter_token_latency_seconds_count") == 200
+    assert _value(after, "sglang:e2e_request_latency_seconds_count") == 1
+
+
+def _value(text, name, **match):
+    """The sum of the samples of `name` in an exposition text whose labels include `match`."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return sum(sample.value for family in text_string_to_metric_families(text)
+               for sample in family.samples
+               if sample.name == name and all(sample.labels.get(k) == v
+                                              for k, v in match.items()))
 
 
 def test_over_http_past_the_knee_each_stream_is_slower(standin):

@@ -252,7 +252,8 @@ def upgrade(host, fresh_service, release_a, tmp_path_factory):
 OLD_DRIVER = {  # molecule/rollback/prepare.yml: nvidia-smi answering 535, torch for CUDA 12.8
     "sglang_nvidia_smi": "/opt/fake-nvidia/driver-535/nvidia-smi",
     "sglang_pip_wheelhouse_src": "", "sglang_pip_wheelhouse": "/opt/wheelhouse-cu128",
-    "sglang_pip_extra_packages": ["sglang-standin==0.1.1", "torch==2.9.1+cu128"]}
+    "sglang_pip_extra_packages": ["sglang-standin==0.2.0", "prometheus-client==0.26.0",
+                                  "torch==2.9.1+cu128"]}
 
 
 @pytest.fixture(scope="module")

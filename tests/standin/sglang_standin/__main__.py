@@ -8,7 +8,7 @@ import sys
 import time
 
 from . import args as argmod
-from . import perf
+from . import metrics, perf
 from .engine import Engine, Knobs
 from .server import serve
 
@@ -38,7 +38,16 @@ def main(argv=None):
         return 1
     if knobs.startup_delay_s:
         time.sleep(knobs.startup_delay_s)
-    serve(Engine(server_args, knobs))
+    try:
+        # SGLang's own collectors where this env has the full install (metrics.py).
+        collectors = metrics.create(str(server_args.get("served-model-name")
+                                        or server_args["model-path"]))
+    except metrics.MetricsError as exc:
+        sys.stderr.write(f"standin: error: {exc}\n")
+        return 1
+    sys.stderr.write(f"standin: /metrics by {collectors.source} "
+                     f"(SGLang {collectors.version}'s series)\n")
+    serve(Engine(server_args, knobs, collectors))
     return 0
 
 

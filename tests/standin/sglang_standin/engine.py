@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import args as argmod
-from . import perf
+from . import metrics, perf
 
 
 @dataclass
@@ -106,7 +106,7 @@ def _read_model_config(model_path):
 class Engine:
     """Holds the parsed arguments, the knobs and the counters behind /metrics."""
 
-    def __init__(self, server_args, knobs):
+    def __init__(self, server_args, knobs, collectors=None):
         self.args = server_args
         self.knobs = knobs
         self.started = time.time()
@@ -115,20 +115,14 @@ class Engine:
         self.running = 0
         self.draining = False  # SIGTERM received: finishing what runs (server.py)
         self.prompt_tokens = 0
-        self.generation_tokens = 0
         self.decode_steps = 0
-        self.prefill_steps = 0
-        self.ttft_observations = []
         self.prefix_cache = PrefixCache()
         self.cached_tokens = 0
         self.accept_lengths = collections.deque(maxlen=256)
-        # sglang:inter_token_latency_seconds as SGLang keeps it (metrics_collector.py,
-        # observe_inter_token_latency): the sum grows by each decode interval, the count by the
-        # tokens it brought, so rate(count) / rate(sum) is tokens per second per stream.
-        self.itl_sum = 0.0
-        self.itl_count = 0
-        self.itl_observations = []
         self.model_config = _read_model_config(server_args["model-path"])
+        # /metrics as SGLang writes it (metrics.py): SGLang's own collectors where the env has
+        # them (__main__ asks for those), else prometheus_client's copy of their series.
+        self.collectors = collectors or metrics.CopiedCollectors(self.served_model_name)
         if knobs.perf_model:
             # The speed follows the arguments (tests/standin/sglang_standin/perf.py).
             knobs.accept_length = perf.accept_length(server_args)
@@ -238,10 +232,12 @@ class Engine:
         with self.lock:
             self.requests += 1
             self.prompt_tokens += prompt_tokens
-            self.prefill_steps += 1
             cached = min(prompt_tokens, self.prefix_cache.admit(prompt.split()))
             self.cached_tokens += cached
-            return not (self.knobs.crash_after and self.requests > self.knobs.crash_after), cached
+            alive = not (self.knobs.crash_after and self.requests > self.knobs.crash_after)
+        # The prefill's forward pass (SGLang's scheduler counts one per prefill batch).
+        self.collectors.scheduler.increment_prefill_cuda_graph_pass(self._graph_on("prefill"))
+        return alive, cached
 
     def prefill_s(self, prompt_tokens, cached):
         """Seconds the prefill of the uncached part of a prompt adds to its first token."""
@@ -318,20 +314,32 @@ class Engine:
             with self.lock:
                 self.running -= 1
 
-    def record(self, ttft_s, tokens, decode_s=0.0, accept_length=None):
-        """One finished request: its TTFT, tokens, the seconds its decode took and the accept
-        length of its text."""
+    # The events SGLang's tokenizer manager reports to its collectors (tokenizer_manager.py,
+    # collect_metrics), at the same moments.
+    def first_token(self, ttft_s, stream):
+        """The first chunk of a request went out `ttft_s` after it came."""
+        self.collectors.tokenizer.observe_time_to_first_token(self.collectors.labels, ttft_s,
+                                                              stream=stream)
+
+    def streamed(self, interval_s, tokens):
+        """A later chunk of `tokens` went out `interval_s` after the one before: one decode
+        forward pass, and the inter-token histogram grows now, while the answer streams."""
         with self.lock:
-            self.ttft_observations.append(ttft_s)
+            self.decode_steps += 1
+        self.collectors.scheduler.increment_decode_cuda_graph_pass(self._graph_on("decode"))
+        self.collectors.tokenizer.observe_inter_token_latency(self.collectors.labels,
+                                                              interval_s, tokens)
+
+    def finished(self, prompt_tokens, tokens, cached, e2e_s, ttft_s, stream,
+                 accept_length=None):
+        """One request finished: only now do SGLang's token and request counters grow."""
+        with self.lock:
             if accept_length is not None:
                 self.accept_lengths.append(accept_length)
-            self.generation_tokens += tokens
-            if tokens > 1 and decode_s > 0:
-                self.itl_sum += decode_s
-                self.itl_count += tokens - 1
-                # The request's mean gap, once per token it covers.
-                self.itl_observations.append((decode_s / (tokens - 1), tokens - 1))
-            self.decode_steps += max(0, -(-(tokens - 1) // self.knobs.tokens_per_chunk))
+        tpot = (e2e_s - ttft_s) / (tokens - 1) if tokens > 1 else None
+        self.collectors.tokenizer.observe_one_finished_request(
+            self.collectors.labels, prompt_tokens, tokens, cached, e2e_s, False,
+            is_streaming=stream, time_per_output_token=tpot)
 
     def set_knobs(self, changes):
         """TEST STAND-IN ONLY: change speed knobs of a running server (POST /standin/knobs), so a
@@ -350,80 +358,36 @@ class Engine:
 
     def decode_batch_line(self):
         """SGLang's periodic scheduler line, as the journal shows it."""
-        info = self.server_info()
-        graph = not (info.get("disable_cuda_graph") or info.get("cuda_graph_config", {})
-                     .get("decode", {}).get("backend") == "disabled")
+        graph = self._graph_on("decode")
         accept = f"accept len: {self.observed_accept_length():.2f}, " if self.speculative() else ""
         return (f"standin: Decode batch, #running-req: 1, {accept}cuda graph: {graph}, "
                 f"gen throughput (token/s): {self.knobs.tok_s:.2f}")
 
+    def _graph_on(self, phase):
+        """Whether the `phase` ("decode" or "prefill") runs in a CUDA graph, as /server_info
+        reports it."""
+        info = self.server_info()
+        if "cuda_graph_config" in info:
+            return info["cuda_graph_config"][phase]["backend"] != "disabled"
+        return not info.get("disable_cuda_graph" if phase == "decode"
+                            else "disable_piecewise_cuda_graph")
+
     def metrics(self):
-        name = self.served_model_name
-        labels = f'model_name="{name}"'
-        graph_off = self.server_info().get("disable_cuda_graph") or (
-            self.server_info().get("cuda_graph_config", {}).get("decode", {}).get("backend")
-            == "disabled"
-        )
-        decode_mode = "decode_none" if graph_off else "decode_cuda_graph"
-        lines = [
-            "# HELP sglang:gen_throughput The generation throughput (token/s).",
-            "# TYPE sglang:gen_throughput gauge",
-            f"sglang:gen_throughput{{{labels}}} {self.knobs.tok_s}",
-            "# TYPE sglang:prompt_tokens_total counter",
-            f"sglang:prompt_tokens_total{{{labels}}} {self.prompt_tokens}",
-            "# TYPE sglang:generation_tokens_total counter",
-            f"sglang:generation_tokens_total{{{labels}}} {self.generation_tokens}",
-            "# TYPE sglang:num_running_reqs gauge",
-            f"sglang:num_running_reqs{{{labels}}} {self.running}",
-            "# TYPE sglang:num_queue_reqs gauge",
-            f"sglang:num_queue_reqs{{{labels}}} 0",
-            "# TYPE sglang:token_usage gauge",
-            f"sglang:token_usage{{{labels}}} {min(1.0, self.running / 64):.4f}",
-            "# TYPE sglang:num_requests_total counter",
-            f"sglang:num_requests_total{{{labels}}} {self.requests}",
-            "# TYPE sglang:cuda_graph_passes_total counter",
-            f'sglang:cuda_graph_passes_total{{{labels},mode="{decode_mode}"}} {self.decode_steps}',
-            f'sglang:cuda_graph_passes_total{{{labels},mode="prefill_cuda_graph"}} '
-            f"{self.prefill_steps}",
-        ]
+        """The exposition text of /metrics, the scheduler's gauges reported first (SGLang
+        reports them each log interval; the stand-in at each scrape)."""
+        with self.lock:
+            values = {
+                "num_running_reqs": self.running,
+                "num_queue_reqs": 0,
+                "gen_throughput": self.knobs.tok_s,
+                "cache_hit_rate": self.cached_tokens / self.prompt_tokens
+                if self.prompt_tokens else 0.0,
+                "token_usage": min(1.0, self.running / 64),
+            }
         if self.speculative():
-            lines += [
-                "# TYPE sglang:spec_accept_length gauge",
-                f"sglang:spec_accept_length{{{labels}}} {self.observed_accept_length()}",
-            ]
-        lines += [
-            "# TYPE sglang:cache_hit_rate gauge",
-            f"sglang:cache_hit_rate{{{labels}}} "
-            f"{self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0:.4f}",
-        ]
-        lines += _histogram("sglang:time_to_first_token_seconds", f'{labels},is_streaming="true"',
-                            TTFT_BUCKETS, self.ttft_observations)
-        lines += _histogram("sglang:inter_token_latency_seconds", labels, ITL_BUCKETS,
-                            self.itl_observations, self.itl_sum, self.itl_count)
-        return "\n".join(lines) + "\n"
-
-
-# SGLang 0.5.23's buckets (srt/observability/metrics_collector.py, bucket_time_to_first_token
-# and bucket_inter_token_latency), so that quantiles from the stand-in's histograms are read as
-# from SGLang's.
-TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
-ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040,
-               0.060, 0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000,
-               8.000)
-
-
-def _histogram(name, labels, buckets, observations, total=None, count=None):
-    """A Prometheus histogram's lines: cumulative buckets over (value, weight) observations."""
-    pairs = [o if isinstance(o, tuple) else (o, 1) for o in observations]
-    lines = [f"# TYPE {name} histogram"]
-    for bound in buckets:
-        inside = sum(w for v, w in pairs if v <= bound)
-        lines.append(f'{name}_bucket{{{labels},le="{bound:g}"}} {inside}')
-    count = sum(w for _v, w in pairs) if count is None else count
-    total = sum(v * w for v, w in pairs) if total is None else total
-    lines += [f'{name}_bucket{{{labels},le="+Inf"}} {count}',
-              f"{name}_sum{{{labels}}} {total}", f"{name}_count{{{labels}}} {count}"]
-    return lines
+            values["spec_accept_length"] = self.observed_accept_length()
+        self.collectors.report(values)
+        return self.collectors.exposition()
 
 
 def _legacy_shape(shape):

@@ -135,8 +135,12 @@ class Handler(BaseHTTPRequestHandler):
         if not body.get("stream"):
             last_at = max(at for at, _ in engine.schedule(max_tokens, prefill_s))
             _sleep_until(start + last_at)
+            # A request that does not stream reaches SGLang's tokenizer once, finished: its
+            # first token is timed then, no inter-token gap is (collect_metrics).
             ttft = engine.knobs.ttft_ms / 1000.0 + prefill_s
-            engine.record(ttft, max_tokens, last_at - ttft, accept)
+            engine.first_token(ttft, stream=False)
+            engine.finished(prompt_tokens, max_tokens, cached, time.monotonic() - start, ttft,
+                            False, accept)
             text = "tok " * max_tokens
             choice = {"index": 0, "finish_reason": "length"}
             if chat:
@@ -163,11 +167,16 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.close_connection = True
         want_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        first_at = None
+        first_at = last_at = None
         for at, n in engine.schedule(max_tokens, prefill_s):
             _sleep_until(start + at)
+            now = time.monotonic()
             if first_at is None:
-                first_at = time.monotonic() - start
+                first_at = now - start
+                engine.first_token(first_at, stream=True)
+            else:
+                engine.streamed(now - last_at, n)
+            last_at = now
             text = "tok " * n
             delta = {"content": text} if chat else None
             choice = {"index": 0, "finish_reason": None}
@@ -187,8 +196,8 @@ class Handler(BaseHTTPRequestHandler):
                          "choices": [], "usage": usage})
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
-        engine.record(first_at or 0.0, max_tokens, time.monotonic() - start - (first_at or 0.0),
-                      accept)
+        engine.finished(prompt_tokens, max_tokens, cached, time.monotonic() - start,
+                        first_at or 0.0, True, accept)
         sys.stderr.write(engine.decode_batch_line() + "\n")
 
     def _event(self, obj):
