@@ -18,7 +18,13 @@ relies on, each read in the 0.5.23 wheel:
 - a backend whose name holds "sglang" reads the accept length from /server_info after the run
   (serving.py:1642-1662); `sglang-oai` speaks /v1/completions;
 - `--goodput ttft:MS tpot:MS` counts the requests within every limit (benchmark/goodput.py);
-- a run whose every request failed, or whose warmup failed, exits 1 and writes no line.
+- a run whose every request failed, or whose warmup failed, exits 1 and writes no line;
+- what it sent is not `--num-prompts` for every dataset: generated-shared-prefix sends
+  `--gsp-num-groups` x `--gsp-prompts-per-group` (64 x 16 by default,
+  datasets/generated_shared_prefix.py:92-93), a custom file at most its rows
+  (datasets/custom.py, sample_custom_requests); with `--output-details` the record carries one
+  entry a request sent in `errors` (serving.py:1942-1966: "" for a request that completed), so
+  the counts of a level are read from there, never from the command line.
 
 Standard library only.
 """
@@ -101,6 +107,24 @@ def requests_at(workload, concurrency):
     return workload["requests_per_level"] or max(workload["min_requests"], 4 * concurrency)
 
 
+GSP_PER_GROUP = 4  # prompts sharing one system prompt, at most: a group per 4 requests
+
+
+def gsp_groups(requests):
+    """(groups, prompts per group) of the generated-shared-prefix dataset for `requests`: it
+    sends their product, at least `requests`."""
+    per_group = min(GSP_PER_GROUP, requests)
+    return -(-requests // per_group), per_group
+
+
+def record_cap(workload, concurrency):
+    """The most bytes the level's record may hold: its summary, and per request sent
+    (--output-details) its text and inter-token gaps, generously (64 bytes a token)."""
+    groups, per_group = gsp_groups(requests_at(workload, concurrency))
+    return (1 << 20) + 64 * max(groups * per_group, requests_at(workload, concurrency)) * (
+        workload["output_len"] + 16)
+
+
 def level_seed(workload, concurrency):
     """The seed of one level: the workload's, moved by the level, so that a level does not send
     the prompts the level before it left in the prefix cache; the same on both sides of every
@@ -116,13 +140,15 @@ def argv(python, url, workload, concurrency, output, tokenizer="", model="", slo
             "--num-prompts", str(requests_at(w, concurrency)),
             "--max-concurrency", str(concurrency), "--request-rate", "inf",
             "--seed", str(level_seed(w, concurrency)), "--warmup-requests", "1", "--disable-tqdm",
-            "--ready-check-timeout-sec", "0", "--output-file", output]
+            "--ready-check-timeout-sec", "0", "--output-file", output, "--output-details"]
     if w["dataset"] == "random-ids":
         args += ["--random-input-len", str(w["input_len"]),
                  "--random-output-len", str(w["output_len"]),
                  "--random-range-ratio", str(w["range_ratio"])]
     elif w["dataset"] == "generated-shared-prefix":
-        args += ["--gsp-question-len", str(w["input_len"]), "--gsp-output-len",
+        groups, per_group = gsp_groups(requests_at(w, concurrency))
+        args += ["--gsp-num-groups", str(groups), "--gsp-prompts-per-group", str(per_group),
+                 "--gsp-question-len", str(w["input_len"]), "--gsp-output-len",
                  str(w["output_len"]), "--gsp-range-ratio", str(w["range_ratio"])]
     else:
         args += ["--dataset-path", w["dataset_path"], "--sharegpt-output-len", str(w["output_len"])]
@@ -168,18 +194,30 @@ def read_run(text):
     return None
 
 
-def level(record, concurrency, sent):
-    """One level's figures from the benchmark's record: TTFT, ITL and E2E p50/p90/p99 (ms), tok/s
-    per user (1000 / mean TPOT) and in total, accept length, errors, goodput."""
+def counts(record):
+    """(sent, failed) as the benchmark's record says them: one entry of `errors` a request it
+    sent, "" when that one completed; (None, None) when the record has no such list."""
+    errors = record.get("errors")
+    if not isinstance(errors, list):
+        return None, None
+    return len(errors), sum(1 for error in errors if error)
+
+
+def level(record, concurrency, planned):
+    """One level's figures from the benchmark's record: the requests it sent, completed and
+    failed (its own counts: `counts`), TTFT, ITL and E2E p50/p90/p99 (ms), tok/s per user
+    (1000 / mean TPOT) and in total, accept length, goodput. An empty record (the benchmark
+    wrote none: every request failed) counts the `planned` requests as failed."""
     def quantiles(name):
         return {"p50": _number(record.get(f"median_{name}_ms")),
                 "p90": _number(record.get(f"p90_{name}_ms")),
                 "p99": _number(record.get(f"p99_{name}_ms"))}
 
-    completed = _number(record.get("completed")) or 0
+    completed = int(_number(record.get("completed")) or 0)
+    sent, failed = counts(record) if record else (planned, planned)
     tpot = _number(record.get("mean_tpot_ms"))
-    return {"concurrency": concurrency, "requests": sent, "completed": int(completed),
-            "errors": max(0, sent - int(completed)),
+    return {"concurrency": concurrency, "requests": sent, "planned": planned,
+            "completed": completed, "errors": failed,
             "ttft_ms": quantiles("ttft"), "itl_ms": quantiles("itl"),
             "e2e_ms": quantiles("e2e_latency"),
             "tok_s_per_user": round(1000.0 / tpot, 2) if tpot else None,
@@ -194,7 +232,21 @@ def misses(lv, slo):
     whose figure the run did not give (a level is proven only on evidence)."""
     # With what the benchmark said when it wrote no result (the end of its output, key removed).
     why = f" ({lv['error']})" if lv.get("error") else ""
-    found = [f"{lv['errors']} of {lv['requests']} requests failed{why}"] if lv["errors"] else []
+    if lv["requests"] is None:
+        found = ["the benchmark's record does not say which requests it sent (no errors list: "
+                 "--output-details)"]
+    elif lv["errors"]:
+        found = [f"{lv['errors']} of {lv['requests']} requests failed{why}"]
+    elif lv["completed"] != lv["requests"]:
+        found = [f"{lv['completed']} of {lv['requests']} requests sent completed, none failed: "
+                 "the benchmark's counts disagree"]
+    elif not lv["requests"]:
+        found = ["the benchmark sent no request (a dataset with no requests to count?)"]
+    elif lv["requests"] < lv.get("planned", lv["requests"]):
+        found = [f"{lv['requests']} requests sent of the {lv['planned']} the level asks (a "
+                 "custom file with fewer usable rows?)"]
+    else:
+        found = []
     for key, figure, worse in (("ttft_p99_ms", lv["ttft_ms"]["p99"], "above"),
                                ("itl_p99_ms", lv["itl_ms"]["p99"], "above"),
                                ("min_tok_s_per_user", lv["tok_s_per_user"], "below")):
@@ -359,7 +411,7 @@ def table(result):
     for lv in result["levels"]:
         ttft, itl = lv["ttft_ms"], lv["itl_ms"]
         lines.append(
-            f"  {lv['concurrency']:>4}  {lv['completed']:>3}/{lv['requests']:<3}  "
+            f"  {lv['concurrency']:>4}  {lv['completed']:>3}/{_or_unknown(lv['requests']):<3}  "
             f"{_cell(ttft['p50']):>6}/{_cell(ttft['p90']):>6}/{_cell(ttft['p99']):>6}  "
             f"{_cell(itl['p50']):>6}/{_cell(itl['p99']):>6}  {_cell(lv['e2e_ms'].get('p99')):>10}  "
             f"{_cell(lv['tok_s_per_user']):>10}  {_cell(lv['output_tok_s']):>5}  "
@@ -369,3 +421,7 @@ def table(result):
     lines.append(f"proven capacity: {cap['concurrency'] if cap['concurrency'] else 'none'} "
                  f"concurrent requests ({cap['reason']})")
     return lines
+
+
+def _or_unknown(count):
+    return "?" if count is None else count

@@ -172,8 +172,6 @@ from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import r
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt
 
 PROBE_TIMEOUT = 300
-# One JSON line per run of the benchmark (a level's record, no per-request details): kilobytes.
-RECORD_CAP = 1 << 20
 
 
 def account(user):
@@ -221,18 +219,20 @@ def sglang_level(p, w, concurrency, work, runs_as=None):
         # Written by the benchmark's account: a regular file of a record's size, not a FIFO that
         # would hold this read for ever, /dev/zero, or a link to a file only root reads.
         try:
-            record = workloads.read_run(read_text(output, RECORD_CAP, follow=False))
+            record = workloads.read_run(read_text(output, workloads.record_cap(w, concurrency),
+                                                  follow=False))
         except OSError as exc:
             raise RuntimeError(f"concurrency {concurrency}: the benchmark's record: {exc}") from None
-    sent = workloads.requests_at(w, concurrency)
+    planned = workloads.requests_at(w, concurrency)
     if record is None:
         # Every request failed (or the warmup): the benchmark exits 1 and writes nothing.
         # Its end, redacted first: where a traceback says why (the start is import warnings).
         said = excerpt(text_of(proc.stderr) or text_of(proc.stdout), [p["api_key"]], 1 << 20).rstrip()
         said = said if len(said) <= 600 else "..." + said[-600:]
-        level = workloads.level({}, concurrency, sent)
+        level = workloads.level({}, concurrency, planned)
         return dict(level, error=f"exit {proc.returncode}, no result: {said}")
-    return workloads.level(record, concurrency, sent)
+    # What it sent, completed and failed: its own counts in the record (workloads.counts).
+    return workloads.level(record, concurrency, planned)
 
 
 def own_level(p, w, concurrency, endpoint, model):
@@ -255,7 +255,7 @@ def own_level(p, w, concurrency, endpoint, model):
         return {q: (round(percentile(values, float(q[1:])), 2) if values else None)
                 for q in workloads.QUANTILES}
 
-    return {"concurrency": concurrency, "requests": sent, "completed": len(ok),
+    return {"concurrency": concurrency, "requests": sent, "planned": sent, "completed": len(ok),
             "errors": sent - len(ok), "ttft_ms": quantiles(ttft), "itl_ms": quantiles(tpot),
             "e2e_ms": quantiles(e2e),
             "tok_s_per_user": round(1000.0 / mean_tpot, 2) if mean_tpot else None,

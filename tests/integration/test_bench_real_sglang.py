@@ -10,6 +10,8 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from sglang_standin.engine import Engine, Knobs
 from sglang_standin.server import Handler
 from support import free_port, load_module
@@ -89,3 +91,53 @@ def test_sglangs_benchmark_finds_the_knee_of_the_stand_in(tmp_path, monkeypatch)
     # SGLang's random-ids prompts miss the cache, a seed per level: only each level's warm-up
     # (its first prompt sent again) hits it.
     assert engine.cached_tokens < 0.2 * engine.prompt_tokens
+
+
+@pytest.mark.parametrize("dataset", ["random-ids", "generated-shared-prefix", "custom"])
+def test_a_levels_counts_are_what_sglangs_benchmark_sent_for_every_dataset(tmp_path, dataset):
+    """Issue 54: for each dataset the proof accepts, SGLang's real benchmark against the
+    stand-in, and the level's sent / completed / failed read from its record equal what the
+    stand-in received (less the benchmark's one warm-up request). The shared-prefix dataset is
+    asked for the level's requests (left alone it sends 64 x 16); a custom file with fewer rows
+    than the level asks sends those rows, and the level says so instead of meeting."""
+    from http.server import ThreadingHTTPServer
+
+    venv = full_venv("0.5.23")
+    tokenizer = tmp_path / "model"
+    subprocess.run([sys.executable, str(Path(__file__).parents[1] / "support" / "make_tokenizer.py"),
+                    str(tokenizer)], check=True, timeout=300)
+    workload = {"dataset": dataset, "input_len": 16, "output_len": 8, "range_ratio": 1.0,
+                "min_requests": 6, "seed": 5}
+    if dataset == "custom":
+        rows = tmp_path / "traffic.jsonl"
+        rows.write_text("".join(json.dumps({"conversations": [
+            {"content": " ".join(f"w{i + j}" for j in range(12))},
+            {"content": "w1 w2 w3 w4"}]}) + "\n" for i in range(5)))
+        workload["dataset_path"] = str(rows)
+    engine = Engine({"model-path": str(tokenizer), "served-model-name": "m"},
+                    Knobs(ttft_ms=5, tok_s=400, tokens_per_chunk=2))
+    handler = type("H", (Handler,), {"engine": engine})
+    httpd = ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        result = bench.run({
+            "url": f"http://127.0.0.1:{httpd.server_address[1]}", "api_key": "",
+            "python": str(venv / "bin" / "python"), "tokenizer": str(tokenizer), "model": "m",
+            "levels": [2], "mode": "sweep", "baseline": {}, "own_bench": False, "timeout": 600,
+            "user": "", "workload": workload, "slo": {}})
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    lv = result["levels"][0]
+    print(f"{dataset}: sent {lv['requests']} (planned {lv['planned']}), completed "
+          f"{lv['completed']}, failed {lv['errors']}; the stand-in received {engine.requests}; "
+          f"misses {lv['misses']}")
+    assert result["measured_by"] == "sglang.bench_serving", result["own_bench_reason"]
+    assert lv["requests"] == engine.requests - 1  # its warm-up request is not the level's
+    assert lv["completed"] == lv["requests"] and lv["errors"] == 0
+    if dataset == "custom":
+        assert lv["requests"] == 5 < lv["planned"] == 8 and not lv["met"]
+        assert "5 requests sent of the 8" in lv["misses"][0]
+    else:
+        assert lv["requests"] == lv["planned"] == 8 and lv["met"], lv["misses"]

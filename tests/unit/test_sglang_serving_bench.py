@@ -4,6 +4,7 @@ benchmark (the record it writes: tests/unit/data/bench_serving-0.5.23.jsonl, two
 SGLang's benchmark cannot run (this venv has no SGLang), the own bench measures the stand-in at
 the same workload: the capacity it finds is the knee the stand-in was given."""
 
+import json
 import os
 import pwd
 import shutil
@@ -20,6 +21,18 @@ from ansible_collections.sglang.deploy.plugins.module_utils import sglang_worklo
 
 bench = load_module("sglang_serving_bench")
 RECORDED = (Path(__file__).parent / "data" / "bench_serving-0.5.23.jsonl").read_text()
+
+
+def detailed(text, errors):
+    """The recorded lines as --output-details writes them: `errors`, one entry a request sent
+    ("" when it completed; serving.py:1942-1966), beside the summary."""
+    return "".join(
+        json.dumps(dict(json.loads(line), errors=errors,
+                        completed=sum(1 for e in errors if not e))) + "\n"
+        for line in text.splitlines() if line.strip())
+
+
+DETAILED = detailed(RECORDED, [""] * 20)
 KEY = "sk-" + "k" * 29
 
 
@@ -59,17 +72,54 @@ def test_a_custom_dataset_is_named_by_an_absolute_path(path):
 
 
 def test_a_level_reads_sglangs_record_percentiles_tok_s_accept_and_goodput():
-    record = workloads.read_run(RECORDED + "not json\n")
+    record = workloads.read_run(DETAILED + "not json\n")
     assert record["request_rate"] == float("inf")  # a bare Infinity reads
     level = workloads.level(record, 4, 20)
-    assert level["completed"] == 20 and level["errors"] == 0
+    assert level["completed"] == level["requests"] == 20 and level["errors"] == 0
+    assert workloads.misses(level, {}) == []
     assert level["ttft_ms"]["p99"] == record["p99_ttft_ms"]
     assert level["itl_ms"]["p50"] == record["median_itl_ms"]
     assert level["e2e_ms"]["p90"] == record["p90_e2e_latency_ms"]
     assert level["tok_s_per_user"] == round(1000 / record["mean_tpot_ms"], 2)
     assert level["accept_length"] == 3.0 and level["goodput_rps"] == record["request_goodput"]
-    # Fewer completed than sent: the rest are errors (the record has no count of failures).
-    assert workloads.level(record, 4, 25)["errors"] == 5
+
+
+
+def test_a_levels_counts_are_what_the_benchmark_sent_never_what_the_command_line_asked():
+    """Issue 54: the shared-prefix dataset sends groups x prompts per group, a custom file at
+    most its rows: what was sent, completed and failed is read from the record's own list."""
+    planned = 20
+    # It sent 64 x 16 (the dataset's defaults) and 3 failed: read as 1024 sent, 3 failed.
+    many = workloads.read_run(detailed(RECORDED, [""] * 1021 + ["HTTP 500"] * 3))
+    level = workloads.level(many, 4, planned)
+    assert (level["requests"], level["completed"], level["errors"]) == (1024, 1021, 3)
+    assert workloads.misses(level, {}) == ["3 of 1024 requests failed"]
+    # A short file: 6 sent, all completed: fewer than the level asks, so it proves nothing.
+    short = workloads.level(workloads.read_run(detailed(RECORDED, [""] * 6)), 4, planned)
+    assert (short["requests"], short["errors"], short["planned"]) == (6, 0, 20)
+    assert workloads.misses(short, {}) == [
+        "6 requests sent of the 20 the level asks (a custom file with fewer usable rows?)"]
+    # No list (no --output-details): how many were sent is not known, so the level never meets.
+    bare = workloads.level(workloads.read_run(RECORDED), 4, planned)
+    assert bare["requests"] is None and "does not say which requests" in \
+        workloads.misses(bare, {})[0]
+    # Counts that disagree, and a run that sent nothing, are misses too.
+    odd = workloads.level(dict(many, completed=1000), 4, planned)
+    assert "counts disagree" in workloads.misses(dict(odd, errors=0), {})[0]
+    none = workloads.level(workloads.read_run(detailed(RECORDED, [])), 4, planned)
+    assert "sent no request" in workloads.misses(none, {})[0]
+
+
+def test_the_shared_prefix_dataset_is_asked_for_the_levels_requests():
+    """Without --gsp-num-groups/--gsp-prompts-per-group it sends 64 x 16 = 1024 requests at
+    every level (datasets/generated_shared_prefix.py:92-93), whatever --num-prompts says."""
+    w = workloads.check({"dataset": "generated-shared-prefix", "min_requests": 6})
+    argv = workloads.argv("/e/bin/python", "http://h:1", w, 8, "/w/l.jsonl")
+    groups = int(argv[argv.index("--gsp-num-groups") + 1])
+    per_group = int(argv[argv.index("--gsp-prompts-per-group") + 1])
+    assert groups * per_group == workloads.requests_at(w, 8) == 32 and per_group == 4
+    assert workloads.gsp_groups(6) == (2, 4) and workloads.gsp_groups(3) == (1, 3)
+    assert "--output-details" in argv
 
 
 def _level(concurrency, ttft, itl, tok_s, errors=0):
@@ -253,7 +303,7 @@ def test_sglangs_benchmark_runs_as_the_service_user_in_a_directory_of_its_own(mo
         python = shared / "python"
         python.write_text(FAKE_BENCH)
         python.chmod(0o755)
-        (shared / "record.jsonl").write_text(RECORDED)
+        (shared / "record.jsonl").write_text(DETAILED)
         monkeypatch.setenv("SGLANG_TEST_SEEN", str(shared / "seen"))
         monkeypatch.setenv("SGLANG_TEST_RECORD", str(shared / "record.jsonl"))
         params = {"url": "http://127.0.0.1:9", "api_key": KEY, "python": str(python),
