@@ -10,13 +10,15 @@ from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors
 
 def sglang_proof_gate(proof, baseline=None, tolerance=0.10, regressions="refuse"):
     """{ok, failures, warnings, unknowns, table}: the proof at the workload against its SLOs and
-    against the baseline's proof at the same workload, SLOs and benchmark.
+    against the baseline's proof at the same workload (seed included) and benchmark.
 
     A release with no proven capacity (not even the lowest level met every SLO) is refused. With
     a baseline proven like with like, a capacity lower by more than the tolerance, or total or
     per-user tok/s at a level both measured, is a regression: refused on a deploy, a warning on a
-    rollback. A baseline proven otherwise (or none) is not compared, and the verdict says so in
-    `unknowns`: no figure stands in for one not measured the same way.
+    rollback. A baseline proven against other SLOs compares level by level, not its capacity
+    (SLOs move what counts as met, not what was measured). A baseline proven at another workload
+    or by another benchmark (or none) is not compared, and the verdict says so in `unknowns`: no
+    figure stands in for one not measured the same way.
 
     Args:
         proof (dict): what sglang_serving_bench returned (or its record).

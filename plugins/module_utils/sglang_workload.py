@@ -307,12 +307,13 @@ def next_level(levels, judged):
 
 
 def comparable(proof, baseline):
-    """(the baseline's proof, None) when it measured the same workload, SLOs and bench, else
-    (None, why): like is compared with like only (every level's seed follows the workload's)."""
+    """(the baseline's proof, None) when it measured the same workload (its seed included: every
+    level's seed follows the workload's) with the same benchmark, else (None, why): like is
+    compared with like only. Other SLOs do not change what a level measured, only what counts
+    as met: the levels still compare, the capacity does not (gate)."""
     if not baseline:
         return None, "the release it replaces has no proof at a workload"
-    for key, what in (("workload", "another workload"), ("slo", "other SLOs"),
-                      ("measured_by", "another benchmark")):
+    for key, what in (("workload", "another workload"), ("measured_by", "another benchmark")):
         if baseline.get(key) != proof.get(key):
             return None, f"the release it replaces was proven at {what} ({baseline.get(key)!r})"
     return baseline, None
@@ -335,14 +336,18 @@ def gate(proof, baseline, tolerance=0.10):
     if base is None:
         return {"ok": not failures, "failures": failures, "regressions": [], "unknowns": [why],
                 "compared": None}
-    regressions = []
+    regressions, unknowns = [], []
     then = base["capacity"]["concurrency"]
-    if then and (cap or 0) < then * (1 - tolerance):
+    if base.get("slo") != proof.get("slo"):
+        unknowns.append(f"the proven capacity: the release it replaces was proven against other "
+                        f"SLOs ({base.get('slo')!r}); its tok/s level by level compares (the "
+                        "same workload, seed and benchmark)")
+    elif then and (cap or 0) < then * (1 - tolerance):
         regressions.append(f"proven capacity {cap or 'none'} against {then} concurrent requests "
                            f"({base['capacity']['reason']} there; here {proof['capacity']['reason']})")
     rows, slower = compare_levels(proof["levels"], base.get("levels") or [], tolerance)
     return {"ok": not failures, "failures": failures, "regressions": regressions + slower,
-            "unknowns": [], "compared": rows}
+            "unknowns": unknowns, "compared": rows}
 
 
 def compare_levels(levels, earlier, tolerance):
