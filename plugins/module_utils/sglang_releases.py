@@ -75,3 +75,12 @@ def serving(base_dir):
     except ReleaseError as exc:
         return {"release": None, "manifest": None, "error": str(exc)}
     return {"release": release, "manifest": read_manifest(base_dir, release) if release else None}
+
+
+def baseline_for(releases, proving):
+    """The manifest a proof of `proving` compares with: the newest release proven good that is
+    not `proving` itself (`releases` oldest first, as the listing gives them), {} when there is
+    none. Never the release being proven: after a run cut between its switch and its restart,
+    `current` names that release, unproven, and the one it replaces is the last good one."""
+    good = [m for m in releases if m.get("status") == "good" and m.get("id") != proving]
+    return good[-1] if good else {}

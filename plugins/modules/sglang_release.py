@@ -90,6 +90,11 @@ options:
     description: Release id, for C(state=active), C(good) and C(failed); for C(state=info), the
       release whose manifest to return as C(proven) when it is good.
     type: str
+  proving:
+    description: For C(state=info), the release a proof is about to measure; C(proven) is then
+      the manifest it compares with, the newest good release other than it (never itself, even
+      when C(current) names it after a run cut between its switch and its restart).
+    type: str
   reason:
     description: Why a release failed, for C(state=failed).
     type: str
@@ -230,9 +235,10 @@ previous_good:
   returned: state is info
 proven:
   description: The manifest of C(release) when its status is good (its recorded smoke and
-    workload proof are the next release's baseline), else an empty dict.
+    workload proof are the next release's baseline), else an empty dict; with C(proving), the
+    newest good release other than that one, else an empty dict.
   type: dict
-  returned: state is info and release is given
+  returned: state is info and release or proving is given
 drift:
   description: "Files of the serving release that differ from its manifest: [{file, change}]."
   type: list
@@ -294,7 +300,7 @@ from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import 
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_packages import PackageSetError, package_lines
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import read_bytes
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_releases import (
-    ID_RE, MANIFEST, ReleaseError, read_current, read_manifest, release_path)
+    ID_RE, MANIFEST, ReleaseError, baseline_for, read_current, read_manifest, release_path)
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import redact_env_text
 
 PACKAGES = "packages.txt"
@@ -787,10 +793,11 @@ def drift(base_dir, release, manifest):
     return found
 
 
-def info(base_dir, release=None):
+def info(base_dir, release=None, proving=None):
     """All releases, oldest first, the newest good one that is not current, current's drift;
     each release says whether the env it names is built (`env_ready`); with `release`, its
-    manifest as `proven` when it is good."""
+    manifest as `proven` when it is good; with `proving`, the baseline of a proof of that
+    release as `proven` (sglang_releases.baseline_for: the newest good release but it)."""
     current = read_current(base_dir)
     releases = [dict(m, env_ready=_env_ready(base_dir, m.get("env"))) for m in _listing(base_dir)]
     good = [m["id"] for m in releases if m.get("status") == "good" and m["id"] != current]
@@ -801,6 +808,8 @@ def info(base_dir, release=None):
     if release is not None:
         found["proven"] = next((m for m in releases if m["id"] == release
                                 and m.get("status") == "good"), {})
+    elif proving is not None:
+        found["proven"] = baseline_for(releases, proving)
     return found
 
 
@@ -916,6 +925,7 @@ def main():
             }},
             "meta": {"type": "dict", "default": {}},
             "release": {"type": "str"},
+            "proving": {"type": "str"},
             "reason": {"type": "str"},
             "rolled_back_reason": {"type": "str"},
             "results": {"type": "dict"},
@@ -929,6 +939,7 @@ def main():
             # value that is not a dict with a message.
             "service": {"type": "dict"},
         },
+        mutually_exclusive=[("release", "proving")],
         required_if=[("state", "present", ["stamp", "files"]),
                      ("state", "active", ["release"]),
                      ("state", "good", ["release"]),
@@ -944,7 +955,7 @@ def main():
             if p["service"] is not None:
                 result["service"] = service_state(p["service"], p["base_dir"], result["release"])
         elif p["state"] == "info":
-            result = info(p["base_dir"], p["release"])
+            result = info(p["base_dir"], p["release"], p["proving"])
         elif p["state"] == "cleanup":
             result = cleanup(p["base_dir"], p["keep_good"], p["keep_other"], module.check_mode,
                              p["env_link"])

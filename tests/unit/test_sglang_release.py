@@ -2,6 +2,8 @@ import json
 import os
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from support import load_module
 
 rel = load_module("sglang_release")
@@ -161,6 +163,35 @@ def test_info_lists_releases_oldest_first_and_the_rollback_target(tmp_path):
     assert rel.info(str(tmp_path), c)["proven"] == {}
     assert rel.info(str(tmp_path), "20200101T000000Z")["proven"] == {}
     assert "proven" not in out
+    # A proof of c (current: a run cut between its switch and its restart left it there,
+    # unproven) compares with the newest good release but c, never with c itself.
+    assert rel.info(str(tmp_path), proving=c)["proven"]["id"] == b
+    # A good release proven again (a re-run that restarts it) compares with the one before.
+    assert rel.info(str(tmp_path), proving=b)["proven"]["id"] == a
+    assert rel.info(str(tmp_path), proving=a)["proven"]["id"] == b
+
+
+STATUSES = ("pending", "active", "good", "failed", "rolled-back")
+
+
+@given(st.lists(st.sampled_from(STATUSES), max_size=12), st.data())
+def test_the_baseline_of_a_proof_is_the_newest_good_release_that_is_not_the_one_proven(
+        statuses, data):
+    """Over release histories (cut: pending or active, failed, good, rolled back), whichever
+    release is proven: its baseline is good, is not it, and no good release but it is newer."""
+    from ansible_collections.sglang.deploy.plugins.module_utils.sglang_releases import baseline_for
+
+    releases = [{"id": f"2026110{i // 10}T0000{i % 10}0Z-0000000{i % 10}", "status": status}
+                for i, status in enumerate(statuses)]
+    ids = [m["id"] for m in releases] + ["20300101T000000Z-ffffffff"]
+    proving = data.draw(st.sampled_from(ids))
+    base = baseline_for(releases, proving)
+    others = [m for m in releases if m["status"] == "good" and m["id"] != proving]
+    if not others:
+        assert base == {}
+    else:
+        assert base["status"] == "good" and base["id"] != proving
+        assert base is others[-1]
 
 
 def test_cleanup_keeps_the_newest_and_never_current_or_the_rollback_target(tmp_path):
