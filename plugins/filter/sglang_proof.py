@@ -8,7 +8,8 @@ from ansible_collections.sglang.deploy.plugins.module_utils import sglang_worklo
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
 
 
-def sglang_proof_gate(proof, baseline=None, tolerance=0.10, regressions="refuse"):
+def sglang_proof_gate(proof, baseline=None, tolerance=0.10, regressions="refuse",
+                      own_bench=False):
     """{ok, failures, warnings, unknowns, table}: the proof at the workload against its SLOs and
     against the baseline's proof at the same workload (seed included) and benchmark.
 
@@ -26,6 +27,9 @@ def sglang_proof_gate(proof, baseline=None, tolerance=0.10, regressions="refuse"
             none).
         tolerance (float): the fraction by which the capacity or a level's tok/s may fall behind.
         regressions (str): refuse (a deploy) or warn (a rollback): what a regression does.
+        own_bench (bool): accept a proof the project's own bench measured where SGLang's
+            benchmark could not run (sglang_workload_own_bench_ok); else such a proof fails,
+            naming why SGLang's did not run.
     Returns:
         dict: {ok, failures, warnings, unknowns, table}; table is a list of lines.
     """
@@ -39,7 +43,14 @@ def sglang_proof_gate(proof, baseline=None, tolerance=0.10, regressions="refuse"
         raise AnsibleFilterError("sglang_proof_gate: the proof is what sglang_serving_bench "
                                  "returned (capacity, levels)")
     judged = workloads.gate(proof, baseline or None, float(tolerance))
-    refused = judged["failures"] + (judged["regressions"] if regressions == "refuse" else [])
+    fallback = []
+    if proof.get("measured_by") != "sglang.bench_serving" and not own_bench:
+        fallback = [f"measured by the {proof.get('measured_by') or '?'}, not SGLang's benchmark "
+                    f"({proof.get('own_bench_reason') or 'no reason recorded'}): install SGLang's "
+                    "dependencies in the release's env, or accept the project's own bench with "
+                    "sglang_workload_own_bench_ok: true"]
+    refused = fallback + judged["failures"] + (judged["regressions"] if regressions == "refuse"
+                                               else [])
     warned = judged["regressions"] if regressions == "warn" else []
     return {"ok": not refused, "failures": refused, "warnings": warned,
             "unknowns": judged["unknowns"], "table": _table(proof, judged)}

@@ -111,3 +111,18 @@ def test_no_baseline_is_not_compared():
 def test_bad_arguments_say_what_to_change(args, said):
     with pytest.raises(AnsibleFilterError, match=said.replace("(", r"\(").replace(")", r"\)")):
         sglang_proof_gate(*args)
+
+
+def test_a_proof_by_the_own_bench_fails_unless_the_operator_accepts_it():
+    """Issue 54: where SGLang's benchmark cannot run, the own bench measures; that proof fails
+    its gate, naming why SGLang's did not run, unless sglang_workload_own_bench_ok accepts it."""
+    own = dict(proof(8, {1: (36, 54), 8: (255, 54)}, by="own bench"),
+               own_bench_reason="python -m sglang.bench_serving --help exited 1: No module named 'torch'")
+    gate = sglang_proof_gate(own, {})
+    assert not gate["ok"]
+    assert gate["failures"][0].startswith("measured by the own bench, not SGLang's benchmark "
+                                          "(python -m sglang.bench_serving --help exited 1")
+    assert "sglang_workload_own_bench_ok: true" in gate["failures"][0]
+    assert sglang_proof_gate(own, {}, 0.10, "refuse", True)["ok"]
+    # SGLang's own measurement needs no acceptance.
+    assert sglang_proof_gate(proof(8, {1: (36, 54), 8: (255, 54)}), {})["ok"]
