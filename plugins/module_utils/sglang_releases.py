@@ -84,3 +84,14 @@ def baseline_for(releases, proving):
     `current` names that release, unproven, and the one it replaces is the last good one."""
     good = [m for m in releases if m.get("status") == "good" and m.get("id") != proving]
     return good[-1] if good else {}
+
+
+def last_verdict_good(manifest):
+    """Whether a release's last verdict was good: proven (`proven`, set when it was marked good)
+    and not failed since. A release a by-hand rollback left keeps both stamps (it is marked
+    rolled-back, not judged): it is good again when it serves again only if this holds; one
+    that went live and was never proven (a deploy cut before its proof) stays unproven."""
+    proven = manifest.get("proven")
+    failed = manifest.get("failed")
+    return isinstance(proven, str) and bool(proven) \
+        and not (isinstance(failed, str) and failed >= proven)

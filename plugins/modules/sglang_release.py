@@ -31,6 +31,9 @@ description:
     leads to that release's env. A real directory at C(env_link) is never deleted nor taken
     over. C(state=good) marks a release as proven to serve, C(state=failed) as refused, with a
     C(reason).
+  - C(state=restored) is for a release that serves again because the one that replaced it
+    failed (the undo of a by-hand rollback): it is marked good only when its last verdict was
+    good (proven, and not failed since); one that went live unproven stays C(active).
   - C(state=info) lists the releases (in creation order) and names the newest good release
     other than C(current), the default rollback target, and the drift of C(current). With
     C(release), it also returns that release's manifest as C(proven) when it is good (a
@@ -59,7 +62,7 @@ options:
   state:
     description: What to do.
     type: str
-    choices: [present, active, good, failed, rolled-back, info, cleanup, packages]
+    choices: [present, active, good, failed, rolled-back, restored, info, cleanup, packages]
     default: present
   stamp:
     description: UTC timestamp prefix of a new release id (one per run for all hosts).
@@ -300,7 +303,8 @@ from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import 
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_packages import PackageSetError, package_lines
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import read_bytes
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_releases import (
-    ID_RE, MANIFEST, ReleaseError, baseline_for, read_current, read_manifest, release_path)
+    ID_RE, MANIFEST, ReleaseError, baseline_for, last_verdict_good, read_current, read_manifest,
+    release_path)
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import redact_env_text
 
 PACKAGES = "packages.txt"
@@ -713,6 +717,17 @@ def mark(base_dir, release, status, reason=None, check_mode=False, results=None)
     return result
 
 
+def restore(base_dir, release, check_mode=False):
+    """A release that serves again after the one that replaced it failed (a by-hand rollback's
+    undo): good again when its last verdict was good (sglang_releases.last_verdict_good), else
+    left as the switch back made it, active (live, unproven), never called good unproven."""
+    manifest = _require(base_dir, release)
+    if last_verdict_good(manifest):
+        return mark(base_dir, release, "good", check_mode=check_mode)
+    return {"current": read_current(base_dir), "release": release, "created": False,
+            "path": _path(base_dir, release), "changed": False, "manifest": manifest}
+
+
 def packages(base_dir, release, lines=None, check_mode=False, env=None):
     """Record `lines` as the release's package set (packages.txt, its sha256 in the manifest)
     with `env` ({id, digest}: the env it runs on), or with `lines` None read the recorded set
@@ -914,8 +929,8 @@ def main():
         argument_spec={
             "base_dir": {"type": "path", "required": True},
             "state": {"type": "str",
-                      "choices": ["present", "active", "good", "failed", "rolled-back", "info",
-                                  "cleanup", "packages"],
+                      "choices": ["present", "active", "good", "failed", "rolled-back", "restored",
+                                  "info", "cleanup", "packages"],
                       "default": "present"},
             "stamp": {"type": "str"},
             "files": {"type": "list", "elements": "dict", "options": {
@@ -943,6 +958,7 @@ def main():
         required_if=[("state", "present", ["stamp", "files"]),
                      ("state", "active", ["release"]),
                      ("state", "good", ["release"]),
+                     ("state", "restored", ["release"]),
                      ("state", "failed", ["release", "reason"]),
                      ("state", "rolled-back", ["release", "reason"]),
                      ("state", "packages", ["release"])],
@@ -962,6 +978,8 @@ def main():
         elif p["state"] == "active":
             result = activate(p["base_dir"], p["release"], module.check_mode, p["env_link"],
                               p["rolled_back_reason"])
+        elif p["state"] == "restored":
+            result = restore(p["base_dir"], p["release"], module.check_mode)
         elif p["state"] == "packages":
             env = {k: p[k] for k in ("env", "env_digest") if p[k]}
             result = packages(p["base_dir"], p["release"], p["packages"], module.check_mode, env)

@@ -559,3 +559,37 @@ def test_a_rollbacks_switch_marks_the_release_it_leaves_and_a_refused_one_marks_
         rel.activate(str(tmp_path), one, env_link=str(link), rolled_back_reason="by hand")
     assert rel.read_manifest(str(tmp_path), two)["status"] == "good"
     assert rel.read_current(str(tmp_path)) == two
+
+
+@pytest.mark.parametrize("proven_before", [True, False])
+def test_the_undo_of_a_rollback_by_hand_never_calls_an_unproven_release_good(tmp_path,
+                                                                             proven_before):
+    """One serves (proven, or live and never proven: a deploy cut before its proof); a rollback
+    by hand to two, which fails; the undo switches back to one: good again only if it was."""
+    link, one, two = serving_one_with_two_made(tmp_path)
+    rel.mark(str(tmp_path), two, "good")
+    if proven_before:
+        rel.mark(str(tmp_path), one, "good")
+    rel.activate(str(tmp_path), two, env_link=str(link), rolled_back_reason="by hand to two")
+    assert rel.read_manifest(str(tmp_path), one)["status"] == "rolled-back"
+    rel.mark(str(tmp_path), two, "failed", reason="proof: no proven capacity")
+    rel.activate(str(tmp_path), one, env_link=str(link))
+    out = rel.restore(str(tmp_path), one)
+    status = rel.read_manifest(str(tmp_path), one)["status"]
+    assert (status, out["manifest"]["status"]) == (("good",) * 2 if proven_before else ("active",) * 2)
+    assert out["changed"] is proven_before and rel.read_current(str(tmp_path)) == one
+
+
+@given(st.lists(st.sampled_from(["good", "failed", "rolled-back"]), max_size=8))
+def test_a_release_is_good_again_only_when_its_last_verdict_was_good(history):
+    """Over a release's histories of verdicts and rollbacks (one a second, as the module stamps
+    them): good again only when the last verdict (good or failed, not rolled back) was good."""
+    from ansible_collections.sglang.deploy.plugins.module_utils.sglang_releases import (
+        last_verdict_good)
+
+    manifest = {"status": "active"}
+    for second, event in enumerate(history):
+        stamp = f"2026-12-01T00:00:{second:02d}Z"
+        manifest.update({"status": event, "proven" if event == "good" else event: stamp})
+    verdicts = [e for e in history if e != "rolled-back"]
+    assert last_verdict_good(manifest) == (verdicts[-1:] == ["good"])
