@@ -32,7 +32,7 @@ description:
     over. C(state=good) marks a release as proven to serve, C(state=failed) as refused, with a
     C(reason).
   - C(state=restored) is for a release that serves again because the one that replaced it
-    failed (the undo of a by-hand rollback): it is marked good only when its last verdict was
+    failed (the undo of a by-hand rollback); it is marked good only when its last verdict was
     good (proven, and not failed since); one that went live unproven stays C(active).
   - C(state=info) lists the releases (in creation order) and names the newest good release
     other than C(current), the default rollback target, and the drift of C(current). With
