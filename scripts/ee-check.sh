@@ -19,11 +19,13 @@ work=$(mktemp -d /tmp/sglang-ee.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 version=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["version"])' "$root/galaxy.yml")
 tarball=sglang-deploy-$version.tar.gz
-echo "ansible-builder $("$venv/bin/ansible-builder" --version) create --file execution-environment.yml --context $work/context"
+echo "ansible-builder $("$venv/bin/ansible-builder" --version) create --file execution-environment.yml --context $work/context --output-filename Containerfile"
 # From the root: the definition names the tarball relative to itself (dist/), and ansible-builder
-# writes nothing but the context.
+# writes nothing but the context; its file is a Containerfile whichever engines the host has
+# (ansible-builder names it after the runtime it finds: a Dockerfile where only docker runs).
 cd "$root"
-"$venv/bin/ansible-builder" create --file execution-environment.yml --context "$work/context" 2>&1 \
+"$venv/bin/ansible-builder" create --file execution-environment.yml --context "$work/context" \
+  --output-filename Containerfile 2>&1 \
   | tee "$work/create.log"
 # ansible-builder only warns when a file to copy is missing: a definition naming another
 # version than galaxy.yml's, or no `make collection` first, must fail here.
