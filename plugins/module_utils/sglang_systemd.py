@@ -58,6 +58,13 @@ def stop_no_block(unit):
     return _run(["systemctl", "stop", "--no-block", "--", unit])[1]
 
 
+def stop(unit):
+    """Stop `unit` and wait until it is stopped, within COMMAND_TIMEOUT (error text or None)."""
+    if unit_name_error(unit):
+        return unit_name_error(unit)
+    return _run(["systemctl", "stop", "--", unit])[1]
+
+
 def unit_state(unit, timeout=COMMAND_TIMEOUT):
     """Return {ActiveState, SubState, Result, NRestarts} of a unit (and `error` if unreadable)."""
     state, error = show(unit, ["ActiveState", "SubState", "Result", "NRestarts"], timeout)

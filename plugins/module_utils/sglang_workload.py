@@ -377,9 +377,11 @@ def compare_levels(levels, earlier, tolerance):
 
 
 def record(result):
-    """What a release keeps of its proof (the next release's baseline): no table."""
-    return {key: result[key] for key in ("measured_by", "own_bench_reason", "workload", "slo",
+    """What a release keeps of its proof (the next release's baseline): no table; how the
+    benchmark was sandboxed, null for a proof recorded before it was said."""
+    kept = {key: result[key] for key in ("measured_by", "own_bench_reason", "workload", "slo",
                                          "mode", "levels", "capacity", "elapsed_s")}
+    return dict(kept, sandbox=result.get("sandbox"))
 
 
 def prompts(workload, count, seed_offset=0):
@@ -425,7 +427,24 @@ def table(result):
     cap = result["capacity"]
     lines.append(f"proven capacity: {cap['concurrency'] if cap['concurrency'] else 'none'} "
                  f"concurrent requests ({cap['reason']})")
-    return lines
+    return lines + sandbox_lines(result.get("sandbox"))
+
+
+def sandbox_lines(sandbox):
+    """The table's line on where the benchmark ran (none when the proof does not say)."""
+    if not sandbox:
+        return []
+    line = f"ran {sandbox['how']}"
+    seen = sandbox.get("seen")
+    if seen:
+        line += (f"; seen: uid {seen['uid']}, NoNewPrivs {'on' if seen['no_new_privs'] else 'off'}, "
+                 f"{'its own cgroup' if seen['own_cgroup'] else 'no cgroup of its own'}")
+        if seen["unenforced"]:
+            line += (f"; not applied by this systemd (nor to the server): "
+                     f"{', '.join(seen['unenforced'])}")
+    if sandbox.get("stopped_leftovers"):
+        line += f"; stopped first, left by a cut run: {', '.join(sandbox['stopped_leftovers'])}"
+    return [line]
 
 
 def _or_unknown(count):

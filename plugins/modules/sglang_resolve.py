@@ -200,7 +200,7 @@ stubbed:
   type: dict
   returned: always
 sandbox:
-  description: "{used, how}: whether it ran as the unit will."
+  description: "{used, how, unit}: whether it ran as the unit will, and in which transient unit."
   type: dict
   returned: always
 phases_s:
@@ -217,11 +217,9 @@ elapsed_s:
 """
 
 import contextlib
-import grp
 import inspect
 import json
 import os
-import pwd
 import shutil
 import subprocess
 import tempfile
@@ -229,8 +227,9 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_probe
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_sandbox as sandboxes
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpus import check_gpus, memory_mib, smi_rows
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import ENV_NAME, env_file_line
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import ENV_NAME
 
 GPU_QUERY = "index,name,memory.total,compute_cap"
 
@@ -257,10 +256,6 @@ def host_gpus(nvidia_smi="nvidia-smi", timeout=30):
             "compute_capability": first[3][:40]}
 
 
-def systemd_running():
-    return os.path.isdir("/run/systemd/system") and shutil.which("systemd-run") is not None
-
-
 def env_problem(env):
     """Why `env` cannot be a process environment nor a systemd EnvironmentFile (or None)."""
     for name, value in env.items():
@@ -268,60 +263,6 @@ def env_problem(env):
             return f"env: {str(name)[:40]!r} is not an environment variable name"
         if any(c in str(value) for c in "\0\n\r"):
             return f"env.{name}: a value may not hold a NUL or a line break"
-    return None
-
-
-def env_file_text(env):
-    """A systemd EnvironmentFile holding `env`, quoted as the release's sglang.env is."""
-    return "".join(env_file_line(name, value) + "\n" for name, value in sorted(env.items()))
-
-
-@contextlib.contextmanager
-def private_env_file(env):
-    """A 0600 file holding `env` for systemd-run's EnvironmentFile=, removed after."""
-    fd, path = tempfile.mkstemp(prefix=".sglang-resolve-env.", suffix=".env")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(env_file_text(env))
-        yield path
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-
-
-def sandbox_argv(sandbox, python, env_file):
-    """systemd-run as the unit will run: its user, environment and sandbox properties.
-
-    The environment comes from `env_file` (the release's, or a private file written from
-    `env` before it exists): values never go on the command line, where any local user reads
-    them. Writable paths that do not exist yet (check mode on a fresh host) are marked
-    optional ("-"), where the unit would have them."""
-    argv = ["systemd-run", "--quiet", "--wait", "--pipe", "--collect",
-            "--service-type=exec", "-p", "Environment=PYTHONUNBUFFERED=1"]
-    for key, prop in (("user", "User"), ("group", "Group")):
-        if sandbox.get(key):
-            argv += ["-p", f"{prop}={sandbox[key]}"]
-    if env_file:
-        argv += ["-p", f"EnvironmentFile={env_file}"]
-    for line in sandbox.get("properties") or []:
-        key, _unused, value = str(line).partition("=")
-        if key in ("ReadWritePaths", "ReadOnlyPaths"):
-            value = " ".join(p if p.startswith("-") else "-" + p for p in value.split())
-        argv += ["-p", f"{key}={value}"]
-    return argv + ["--", python]
-
-
-def sandbox_refusal(sandbox):
-    """Why the sandbox cannot be entered here (None when it can)."""
-    if not systemd_running():
-        return "systemd is not running here"
-    for key, lookup in (("user", pwd.getpwnam), ("group", grp.getgrnam)):
-        name = sandbox.get(key)
-        if name:
-            try:
-                lookup(name)
-            except KeyError:
-                return f"the service {key} {name} does not exist yet (check mode on a new host)"
     return None
 
 
@@ -343,13 +284,14 @@ def _probe_command(params, python, release_env, stack):
     file `stack` removes after the run), else unsandboxed with the release's environment."""
     sandbox = params.get("sandbox") or {}
     env = dict(os.environ)
-    refusal = sandbox_refusal(sandbox) if sandbox else "no sandbox asked for"
+    refusal = sandboxes.refusal(sandbox) if sandbox else "no sandbox asked for"
     if refusal is None:
         env_file = sandbox.get("env_file")
         if not (env_file and os.path.exists(env_file)):
-            env_file = stack.enter_context(private_env_file(release_env))
-        argv = sandbox_argv(sandbox, python, env_file)
-        how = {"used": True, "how": "systemd-run as "
+            env_file = stack.enter_context(sandboxes.private_env_file(release_env))
+        unit = sandboxes.unit_name("sglang-resolve")
+        argv = sandboxes.argv(sandbox, env_file, unit, params.get("timeout") or 600) + [python]
+        how = {"used": True, "unit": unit, "how": "systemd-run as "
                f"{sandbox.get('user') or 'root'} with the unit's properties"}
     else:
         argv = [python]
@@ -442,9 +384,10 @@ def _run_probe(argv, stdin, env, params, out, started):
     """Run the probe and read its report into `out`."""
     with tempfile.TemporaryFile() as errors:
         try:
-            proc = subprocess.run(argv, input=stdin, stdout=subprocess.PIPE, stderr=errors,
-                                  text=True, errors="replace", env=env, cwd="/", check=False,
-                                  timeout=params.get("timeout") or 600)
+            # A sandboxed resolution that outlives its bound is stopped, its unit's cgroup whole.
+            proc = sandboxes.run(argv, out["sandbox"].get("unit"), params.get("timeout") or 600,
+                                 input=stdin, stdout=subprocess.PIPE, stderr=errors, text=True,
+                                 errors="replace", env=env, cwd="/")
         except subprocess.TimeoutExpired:
             out["reason"] = f"SGLang's resolution did not finish within {params.get('timeout')} s"
             return out

@@ -36,16 +36,28 @@ options:
     description: The served model name; empty for the first of C(/v1/models).
     type: str
     default: ''
-  user:
+  sandbox:
     description:
-      - The account SGLang's benchmark runs as, the service user's (its primary group, no other),
-        in a work directory it owns (0700). The benchmark loads the tokenizer with
-        C(trust_remote_code=True) (0.5.23 C(sglang/benchmark/utils.py):60-62), so code in the
-        model directory, or in the one the server's C(/model_info) names, runs as this account,
-        never with more than the server it measures.
-      - Empty runs it as the connection user.
-    type: str
-    default: ''
+      - Where SGLang's benchmark runs, as the server it measures runs. The benchmark loads the
+        tokenizer with C(trust_remote_code=True) (0.5.23 C(sglang/benchmark/utils.py):60-62), so
+        code in the model directory, or in the one the server's C(/model_info) names, runs with
+        no more than the server has.
+      - Its keys are C(user) (the service user), C(group) (the service group) and
+        C(properties) (the unit's sandbox lines, C(Key=value), the C(sandbox) of the
+        C(sglang.deploy.sglang_unit) filter). Checked in the module, not by a sub-spec (a
+        non-mapping there would stop Ansible before it hides O(api_key) in the failure).
+      - Where systemd runs, each run is a transient unit of its own (C(sglang-bench-<hex>),
+        its own cgroup) started by C(systemd-run) with C(user), C(group) and
+        C(properties), its environment (the key in E(OPENAI_API_KEY)) from a 0600 file,
+        never its command line, ended by systemd past O(timeout) and stopped when the module
+        gives up on it; units a cut run left are stopped before the first. Its work directory
+        is a 0700 directory in C(/run) the user owns. The first run says what it sees of itself
+        (uid, NoNewPrivs, cgroup, a read-only C(/usr), a private C(/tmp)) into C(sandbox.seen).
+      - Without systemd, it runs as C(user) by setuid (its primary group, no other), in
+        a 0700 directory of the system's temporary directory it owns; with no user, as the
+        connection user.
+    type: dict
+    default: {}
   workload:
     description:
       - The traffic (C(dataset) random-ids, generated-shared-prefix or custom with
@@ -101,6 +113,10 @@ EXAMPLES = r"""
     api_key: "{{ sglang_api_key }}"
     python: /opt/sglang/envs/3f9a0c1d2e4b5a69/bin/python
     tokenizer: /srv/models/Qwen3.6-27B
+    sandbox:
+      user: sglang
+      group: sglang
+      properties: [NoNewPrivileges=yes, PrivateTmp=yes, ProtectSystem=strict]
     workload: {dataset: random-ids, input_len: 2048, output_len: 512, range_ratio: 0.5, seed: 1}
     levels: [1, 4, 16, 32, 48]
     slo: {ttft_p99_ms: 3000, itl_p99_ms: 60, min_tok_s_per_user: 20}
@@ -146,6 +162,16 @@ record:
     release's O(baseline).
   type: dict
   returned: always
+sandbox:
+  description:
+    - How SGLang's benchmark ran, C(used) (in a transient unit with the server's sandbox), C(how),
+      C(unit_prefix), C(stopped_leftovers) (units a cut run left, stopped first) and C(seen), what
+      the first run saw of itself (C(uid), C(gid), C(groups), C(no_new_privs), C(cgroups),
+      C(own_cgroup), C(usr_read_only), C(host_tmp_hidden), and C(unenforced), the asked
+      properties among NoNewPrivileges, ProtectSystem and PrivateTmp this systemd did not apply,
+      as in a container without CAP_SYS_ADMIN, where the server has no more).
+  type: dict
+  returned: always
 elapsed_s:
   description: Seconds the levels took.
   type: float
@@ -157,14 +183,17 @@ table:
   returned: always
 """
 
+import contextlib
 import os
 import pwd
 import random
+import shutil
 import subprocess
 import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_sandbox as sandboxes
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_workload as workloads
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_bench import percentile, run_requests, served_model
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import HttpError
@@ -172,6 +201,15 @@ from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import r
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt
 
 PROBE_TIMEOUT = 300
+# The transient units SGLang's benchmark runs in: sglang-bench-<8 hex digits>.service.
+UNIT_PREFIX = "sglang-bench"
+# The sandboxed benchmark's work directory is made here: PrivateTmp hides the host's /tmp and
+# /var/tmp from the unit, and /run is root's, so no other account can swap the directory
+# between its making and its chown.
+SANDBOX_WORK_PARENT = "/run"
+# The run's variables the sandboxed benchmark keeps (the unit's own environment is systemd's):
+# no proxy (the server is local), no PYTHON*, no hub token.
+KEPT = ("LANG", "LC_ALL", "TZ")
 
 
 def account(user):
@@ -183,34 +221,108 @@ def account(user):
     return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
 
 
-def can_run(python, runs_as, home):
-    """(True, None) when the env runs SGLang's benchmark as the account it will measure as, else
-    (False, why)."""
-    try:
-        # cwd "/": `-m` puts the working directory first on the import path.
-        proc = subprocess.run([python, "-m", "sglang.bench_serving", "--help"],
-                              capture_output=True, check=False, timeout=PROBE_TIMEOUT,
-                              stdin=subprocess.DEVNULL, cwd="/",
-                              env=workloads.env(os.environ, "", home), **runs_as)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return False, f"{python} -m sglang.bench_serving: {exc}"
-    if proc.returncode != 0:
-        last = (text_of(proc.stderr) or text_of(proc.stdout)).strip().splitlines()[-1:]
-        return False, f"{python} -m sglang.bench_serving --help exited {proc.returncode}: " \
-                      f"{(last or ['?'])[0][:300]}"
-    return True, None
+class Runner:
+    """Where and as whom SGLang's benchmark runs: in a transient unit of its own with the
+    server's user, group and sandbox properties (systemd-run, sglang_sandbox) where systemd
+    runs, else as the service user by setuid (its primary group only), else as the connection
+    user. `report` says which ({used, how, unit_prefix, seen}) for the proof's record."""
+
+    def __init__(self, sandbox, api_key, stack):
+        self.sandbox = sandbox
+        self.api_key = api_key
+        refusal = sandboxes.refusal(sandbox) if sandbox.get("user") or sandbox.get("properties") \
+            else "no sandbox asked for"
+        self.systemd = refusal is None
+        try:
+            self.runs_as = {} if self.systemd else account(sandbox.get("user", ""))
+        except KeyError:
+            raise workloads.WorkloadError(
+                f"sandbox user {sandbox.get('user')!r}: no such account on the host (the service "
+                "user the benchmark runs as)") from None
+        who = sandbox.get("user") or "the connection user"
+        if self.systemd:
+            stopped = sandboxes.stop_leftovers(UNIT_PREFIX)
+            self.report = {"used": True, "unit_prefix": UNIT_PREFIX, "stopped_leftovers": stopped,
+                           "how": f"systemd-run as {who} with the unit's sandbox properties"}
+        else:
+            self.report = {"used": False, "unit_prefix": None, "stopped_leftovers": [],
+                           "how": f"as {who}" + (" by setuid" if self.runs_as else "")
+                                  + f" ({refusal})"}
+        self.work = self._work_dir(stack)
+        self.env_file = self.last_unit = None
+        if self.systemd:
+            env = workloads.env({k: os.environ[k] for k in KEPT if k in os.environ}, api_key,
+                                self.work)
+            # In the host's /tmp, which a PrivateTmp unit cannot see: the probe's check of it.
+            self.env_file = stack.enter_context(
+                sandboxes.private_env_file(env, ".sglang-bench-env.", "/tmp"))
+
+    def _work_dir(self, stack):
+        """The benchmark's HOME and output directory, the account's own (0700): no other user
+        reads or plants in it; removed with what it holds when the run ends."""
+        parent = SANDBOX_WORK_PARENT if self.systemd else None
+        work = tempfile.mkdtemp(prefix="sglang-bench-", dir=parent)
+        stack.callback(shutil.rmtree, work, True)
+        owner = account(self.sandbox.get("user", "")) if self.sandbox.get("user") else {}
+        if owner:
+            os.chown(work, owner["user"], owner["group"])
+        return work
+
+    def run(self, command, timeout):
+        """subprocess.run of `command` (the benchmark's argv, from the env's Python) as this
+        runner runs it, output captured; TimeoutExpired past `timeout` (a unit is stopped)."""
+        if not self.systemd:
+            return subprocess.run(command, capture_output=True, check=False, timeout=timeout,
+                                  stdin=subprocess.DEVNULL, cwd=self.work,
+                                  env=workloads.env(os.environ, self.api_key, self.work),
+                                  **self.runs_as)
+        unit = self.last_unit = sandboxes.unit_name(UNIT_PREFIX)
+        argv = sandboxes.argv(self.sandbox, self.env_file, unit, timeout, self.work) + command
+        return sandboxes.run(argv, unit, timeout, capture_output=True, stdin=subprocess.DEVNULL)
+
+    def can_run(self, python):
+        """(True, None) when the env runs SGLang's benchmark here, as the account and in the
+        sandbox it will measure in, else (False, why). In a unit the same process first says
+        what it sees of itself (sglang_sandbox.SELF_REPORT) into report["seen"]; a sandbox
+        that runs it as another account than asked is refused (RuntimeError)."""
+        # cwd is the work directory (empty, the account's): `-m` and `-c` put it first on the
+        # import path.
+        if self.systemd:
+            command = [python, "-c", sandboxes.SELF_REPORT + "\nimport runpy\n"
+                       "sys.argv = ['sglang.bench_serving', '--help']\n"
+                       "runpy.run_module('sglang.bench_serving', run_name='__main__', alter_sys=True)",
+                       self.env_file]
+        else:
+            command = [python, "-m", "sglang.bench_serving", "--help"]
+        try:
+            proc = self.run(command, PROBE_TIMEOUT)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return False, f"{python} -m sglang.bench_serving: {exc}"
+        out = text_of(proc.stdout)
+        if self.systemd:
+            first = (out.splitlines() or [""])[0]
+            try:
+                self.report["seen"] = sandboxes.seen(first, self.sandbox, self.last_unit)
+            except ValueError as exc:
+                if first.startswith("{"):
+                    raise RuntimeError(f"the benchmark's sandbox: {exc}") from None
+                return False, (f"{python} in the sandbox exited {proc.returncode} before it "
+                               f"said who it runs as: {(text_of(proc.stderr) or out)[-300:]}")
+        if proc.returncode != 0:
+            last = (text_of(proc.stderr) or out).strip().splitlines()[-1:]
+            return False, f"{python} -m sglang.bench_serving --help exited {proc.returncode}: " \
+                          f"{(last or ['?'])[0][:300]}"
+        return True, None
 
 
-def sglang_level(p, w, concurrency, work, runs_as=None):
-    """One level measured by SGLang's benchmark (as `runs_as`, account()'s): its figures, or
-    raises RuntimeError."""
-    output = os.path.join(work, f"level-{concurrency}.jsonl")
+def sglang_level(p, w, concurrency, runner):
+    """One level measured by SGLang's benchmark (as and where `runner` runs it): its figures,
+    or raises RuntimeError."""
+    output = os.path.join(runner.work, f"level-{concurrency}.jsonl")
     argv = workloads.argv(p["python"], p["url"], w, concurrency, output, p["tokenizer"],
                           p["model"], p["slo"])
     try:
-        proc = subprocess.run(argv, capture_output=True, check=False, timeout=p["timeout"],
-                              stdin=subprocess.DEVNULL, cwd=work,
-                              env=workloads.env(os.environ, p["api_key"], work), **(runs_as or {}))
+        proc = runner.run(argv, p["timeout"])
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"concurrency {concurrency}: not done within {p['timeout']:g} s "
                            "(sglang_workload's requests or the timeout)") from None
@@ -263,6 +375,21 @@ def own_level(p, w, concurrency, endpoint, model):
             "accept_length": None, "goodput_rps": None, "slo_attainment": None}
 
 
+def sandbox_problem(sandbox):
+    """What is wrong with the `sandbox` option (None when nothing is)."""
+    unknown = sorted(set(sandbox) - {"user", "group", "properties"})
+    if unknown:
+        return f"sandbox: unknown keys {unknown}; allowed: group, properties, user"
+    for key in ("user", "group"):
+        if not isinstance(sandbox.get(key, ""), str):
+            return f"sandbox.{key}: an account name, got {type(sandbox[key]).__name__}"
+    lines = sandbox.get("properties", [])
+    if not isinstance(lines, list) or not all(
+            isinstance(line, str) and "=" in line and "\n" not in line for line in lines):
+        return "sandbox.properties: the unit's sandbox lines, a list of single-line Key=value"
+    return None
+
+
 def _checked(p):
     """The parameters with the workload and SLOs filled in, or WorkloadError naming every problem."""
     problems = []
@@ -271,6 +398,9 @@ def _checked(p):
             p = dict(p, **{name: checked(p[name])})
         except workloads.WorkloadError as exc:
             problems.append(str(exc))
+    problem = sandbox_problem(p.get("sandbox") or {})
+    if problem:
+        problems.append(problem)
     if not 0 < p["timeout"] <= 86400:
         problems.append(f"timeout {p['timeout']!r}: seconds above 0, at most a day")
     levels = sorted(set(p["levels"]))
@@ -303,22 +433,16 @@ def run(p):
     p = _checked(p)
     w = p["workload"]
     url = p["url"].rstrip("/")
-    try:
-        runs_as = account(p["user"])
-    except KeyError:
-        raise workloads.WorkloadError(f"user {p['user']!r}: no such account on the host (the "
-                                      "service user the benchmark runs as)") from None
-    with tempfile.TemporaryDirectory(prefix="sglang-bench-") as work:
-        # The benchmark's HOME and output, the account's own: no other user reads or plants in it.
-        if runs_as:
-            os.chown(work, runs_as["user"], runs_as["group"])
-        return _measured(p, w, url, runs_as, work)
+    with contextlib.ExitStack() as stack:
+        runner = Runner(p.get("sandbox") or {}, p["api_key"], stack) if not p["own_bench"] \
+            else None
+        return _measured(p, w, url, runner)
 
 
-def _measured(p, w, url, runs_as, work):
-    """run()'s result, measured from `work` as `runs_as`."""
-    runs, why = (False, "asked for the own bench (own_bench)") if p["own_bench"] \
-        else can_run(p["python"], runs_as, work)
+def _measured(p, w, url, runner):
+    """run()'s result, measured by `runner` (None: the own bench, asked for)."""
+    runs, why = (False, "asked for the own bench (own_bench)") if runner is None \
+        else runner.can_run(p["python"])
     measured_by = "sglang.bench_serving" if runs else "own bench"
     if not runs and w["dataset"] != "random-ids":
         # The own bench sends random words: it would call a shared-prefix or custom workload
@@ -329,15 +453,19 @@ def _measured(p, w, url, runs_as, work):
             "release's env, or prove at dataset random-ids")
     started = time.monotonic()
     if runs:
-        measured = measure_levels(p, lambda c: sglang_level(p, w, c, work, runs_as), measured_by)
+        measured = measure_levels(p, lambda c: sglang_level(p, w, c, runner), measured_by)
+        sandbox = runner.report
     else:
         model = p["model"] or served_model(url, p["api_key"])
         measured = measure_levels(
             p, lambda c: own_level(p, w, c, url + "/v1/completions", model), measured_by)
+        sandbox = {"used": False, "unit_prefix": None, "stopped_leftovers": [],
+                   "how": "the own bench, in the module: no model code runs"}
     judged, capacity = workloads.judge(measured, p["slo"])
     result = {"changed": False, "measured_by": measured_by, "own_bench_reason": why,
               "workload": w, "slo": p["slo"], "mode": p["mode"], "levels": judged,
-              "capacity": capacity, "elapsed_s": round(time.monotonic() - started, 2)}
+              "capacity": capacity, "sandbox": sandbox,
+              "elapsed_s": round(time.monotonic() - started, 2)}
     return dict(result, record=workloads.record(result), table=workloads.table(result))
 
 
@@ -349,7 +477,7 @@ def main():
             "python": {"type": "path", "required": True},
             "tokenizer": {"type": "str", "default": "", "no_log": False},
             "model": {"type": "str", "default": ""},
-            "user": {"type": "str", "default": ""},
+            "sandbox": {"type": "dict", "default": {}},
             "workload": {"type": "dict", "default": {}},
             "levels": {"type": "list", "elements": "int", "required": True},
             "slo": {"type": "dict", "default": {}},

@@ -64,7 +64,7 @@ def test_sglangs_benchmark_finds_the_knee_of_the_stand_in(tmp_path, monkeypatch)
         result = bench.run({
             "url": f"http://127.0.0.1:{httpd.server_address[1]}", "api_key": KEY,
             "python": str(venv / "bin" / "python"), "tokenizer": str(tokenizer), "model": "m",
-            "levels": [1, 2, 4, 8], "mode": "sweep", "baseline": {}, "own_bench": False, "timeout": 600, "user": "",
+            "levels": [1, 2, 4, 8], "mode": "sweep", "baseline": {}, "own_bench": False, "timeout": 600, "sandbox": {},
             # 4 requests per stream (at least 8): the last wave of a level runs fewer streams
             # than the level, faster, and one and a half waves let 8 streams read more than
             # the knee allows. 25 tok/s per user (a token each 40 ms, not 10: a loaded CI host
@@ -125,7 +125,7 @@ def test_a_levels_counts_are_what_sglangs_benchmark_sent_for_every_dataset(tmp_p
             "url": f"http://127.0.0.1:{httpd.server_address[1]}", "api_key": "",
             "python": str(venv / "bin" / "python"), "tokenizer": str(tokenizer), "model": "m",
             "levels": [2], "mode": "sweep", "baseline": {}, "own_bench": False, "timeout": 600,
-            "user": "", "workload": workload, "slo": {}})
+            "sandbox": {}, "workload": workload, "slo": {}})
     finally:
         httpd.shutdown()
         httpd.server_close()

@@ -208,7 +208,7 @@ def test_the_sandbox_without_an_env_file_passes_the_environment_in_a_private_fil
             seen["text"] = Path(name).read_text()
         return subprocess.CompletedProcess(argv, 0, stdout="{}", stderr="")
 
-    monkeypatch.setattr(resolve, "sandbox_refusal", lambda sandbox: None)
+    monkeypatch.setattr(resolve.sandboxes, "refusal", lambda sandbox: None)
     monkeypatch.setattr(resolve.subprocess, "run", run)
     secret = "hf_Secret token with spaces"
     out = resolve.resolve({"venv": str(fake_venv(tmp_path)), "args": {},
@@ -226,7 +226,7 @@ def test_the_sandbox_without_an_env_file_passes_the_environment_in_a_private_fil
 def test_an_environment_that_no_env_file_can_hold_is_refused_without_running(tmp_path,
                                                                               monkeypatch):
     resolve = load_module("sglang_resolve")
-    monkeypatch.setattr(resolve, "sandbox_refusal", lambda sandbox: None)
+    monkeypatch.setattr(resolve.sandboxes, "refusal", lambda sandbox: None)
     monkeypatch.setattr(resolve.subprocess, "run", lambda *a, **k: pytest.fail("ran"))
     for env in ({"A": "x\ny"}, {"A B": "x"}, {"A": "x\0"}):
         out = resolve.resolve({"venv": str(fake_venv(tmp_path)), "args": {},

@@ -273,24 +273,6 @@ def test_bad_gpu_descriptions_are_refused(gpus, words):
     assert words in resolve_mod.check_gpus(gpus)
 
 
-def test_the_sandbox_runs_as_the_unit_would():
-    argv = resolve_mod.sandbox_argv(
-        {"user": "sglang", "group": "sglang", "env_file": "/nonexistent/sglang.env",
-         "properties": ["ProtectSystem=strict", "ReadWritePaths=/opt/sglang/cache -/var/x",
-                        "Environment=TRITON_HOME=/opt/sglang/cache"]},
-        "/opt/ml-env/bin/python", "/tmp/.sglang-resolve-env.x.env")
-    assert argv[:5] == ["systemd-run", "--quiet", "--wait", "--pipe", "--collect"]
-    props = [argv[i + 1] for i, a in enumerate(argv) if a == "-p"]
-    assert "User=sglang" in props and "Group=sglang" in props
-    # The environment comes from a file (the release's, or a private one in check mode),
-    # never from the command line (tests/unit/test_hostile_faults.py).
-    assert "EnvironmentFile=/tmp/.sglang-resolve-env.x.env" in props
-    # Writable paths that may not exist yet are optional, as "-" marks them.
-    assert "ReadWritePaths=-/opt/sglang/cache -/var/x" in props
-    assert "ProtectSystem=strict" in props and "Environment=TRITON_HOME=/opt/sglang/cache" in props
-    assert argv[-2:] == ["--", "/opt/ml-env/bin/python"]
-
-
 def test_the_probe_leaves_no_working_directory_behind(tmp_path):
     venv, site, _ = fake_sglang(tmp_path, staged=False)
     scratch = tmp_path / "tmp"

@@ -4,10 +4,12 @@ benchmark (the record it writes: tests/unit/data/bench_serving-0.5.23.jsonl, two
 SGLang's benchmark cannot run (this venv has no SGLang), the own bench measures the stand-in at
 the same workload: the capacity it finds is the knee the stand-in was given."""
 
+import contextlib
 import json
 import os
 import pwd
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -183,7 +185,7 @@ def test_the_quick_proof_pins_the_knee_a_sweep_finds_in_fewer_levels(standin):
     url, _engine = standin(knobs=Knobs(ttft_ms=5, tok_s=60, tokens_per_chunk=1, knee=8))
     params = {"url": url, "api_key": "", "python": "/nonexistent/python", "tokenizer": "",
               "model": "", "levels": [1, 2, 4, 8, 16, 32], "mode": "sweep", "baseline": {},
-              "own_bench": False, "user": "", "timeout": 120,
+              "own_bench": False, "sandbox": {}, "timeout": 120,
               "workload": {"input_len": 32, "output_len": 24, "range_ratio": 1.0,
                            "min_requests": 2},
               "slo": {"min_tok_s_per_user": 40}}
@@ -216,7 +218,7 @@ def test_where_sglangs_benchmark_cannot_run_the_own_bench_says_so_and_finds_the_
     url, engine = standin(knobs=Knobs(ttft_ms=5, tok_s=25, tokens_per_chunk=1, knee=4,
                                       prefill_tok_s=20000))
     params = {"url": url, "api_key": "", "python": sys.executable, "tokenizer": "",
-              "model": "", "levels": [1, 2, 4, 8], "mode": "sweep", "baseline": {}, "own_bench": False, "user": "", "timeout": 120,
+              "model": "", "levels": [1, 2, 4, 8], "mode": "sweep", "baseline": {}, "own_bench": False, "sandbox": {}, "timeout": 120,
               "workload": {"input_len": 64, "output_len": 16, "range_ratio": 1.0,
                            "min_requests": 8},
               "slo": {"min_tok_s_per_user": 18, "ttft_p99_ms": 2000}}
@@ -238,7 +240,8 @@ def test_a_level_that_writes_no_record_counts_every_request_failed(tmp_path):
     w = workloads.check({"requests_per_level": 5})
     params = {"python": "/bin/true", "url": "http://127.0.0.1:9", "tokenizer": "", "model": "",
               "slo": {}, "timeout": 30, "api_key": ""}
-    level = bench.sglang_level(params, w, 2, str(tmp_path))
+    with contextlib.ExitStack() as stack:
+        level = bench.sglang_level(params, w, 2, bench.Runner({}, "", stack))
     assert level["errors"] == 5 and level["completed"] == 0 and "no result" in level["error"]
     # The proof's table says why: what the benchmark said, beside the count.
     [said] = workloads.misses(dict(level, error="exit 1, no result: ZeroDivisionError"), {})
@@ -258,7 +261,8 @@ def test_a_benchmark_that_fails_is_quoted_from_its_end_with_the_key_removed(tmp_
     w = workloads.check({"requests_per_level": 4})
     params = {"python": str(fake), "url": "http://127.0.0.1:9", "tokenizer": "", "model": "",
               "slo": {}, "timeout": 30, "api_key": key}
-    level = bench.sglang_level(params, w, 1, str(tmp_path))
+    with contextlib.ExitStack() as stack:
+        level = bench.sglang_level(params, w, 1, bench.Runner({}, key, stack))
     assert level["error"].endswith("ValueError: Warmup failed: Not Found")
     assert level["error"].startswith("exit 1, no result: ...") and key not in level["error"]
     assert len(level["error"]) < 700
@@ -270,7 +274,7 @@ def test_the_own_bench_never_stands_in_for_another_dataset(dataset):
     workload measured."""
     params = {"url": "http://127.0.0.1:9", "api_key": "", "python": "/nonexistent/python",
               "tokenizer": "", "model": "", "levels": [1], "mode": "sweep", "baseline": {},
-              "own_bench": False, "user": "", "timeout": 30, "slo": {},
+              "own_bench": False, "sandbox": {}, "timeout": 30, "slo": {},
               "workload": {"dataset": dataset, "dataset_path": "/srv/traffic.jsonl"}}
     with pytest.raises(workloads.WorkloadError, match=f"dataset {dataset} needs SGLang's benchmark"):
         bench.run(params)
@@ -309,7 +313,7 @@ def test_sglangs_benchmark_runs_as_the_service_user_in_a_directory_of_its_own(mo
         params = {"url": "http://127.0.0.1:9", "api_key": KEY, "python": str(python),
                   "tokenizer": "/srv/models/q", "model": "m", "levels": [4], "mode": "sweep",
                   "baseline": {}, "own_bench": False, "timeout": 60, "slo": {},
-                  "workload": {"requests_per_level": 20}, "user": "nobody"}
+                  "workload": {"requests_per_level": 20}, "sandbox": {"user": "nobody"}}
         result = bench.run(params)
         assert result["measured_by"] == "sglang.bench_serving"
         assert result["levels"][0]["completed"] == 20, result["levels"]
@@ -318,7 +322,7 @@ def test_sglangs_benchmark_runs_as_the_service_user_in_a_directory_of_its_own(mo
         assert (home_owner, home_mode) == (str(nobody.pw_uid), "700") and cwd.startswith("/")
         assert not Path(cwd).exists()  # removed with what it held
         with pytest.raises(workloads.WorkloadError, match="'no-such-account': no such account"):
-            bench.run(dict(params, user="no-such-account"))
+            bench.run(dict(params, sandbox={"user": "no-such-account"}))
     finally:
         shutil.rmtree(shared)
 
@@ -333,15 +337,16 @@ def test_the_record_the_benchmarks_account_wrote_is_read_as_a_bounded_regular_fi
     python = tmp_path / "python"
     python.write_text(fake_bench(plant))
     python.chmod(0o755)
-    work = tmp_path / "work"
-    work.mkdir()
+    stack = contextlib.ExitStack()
+    runner = bench.Runner({}, "", stack)
+    work = Path(runner.work)
     params = {"python": str(python), "url": "http://127.0.0.1:9", "tokenizer": "", "model": "",
               "slo": {}, "timeout": 30, "api_key": ""}
     outcome = []
 
     def level():
         try:
-            outcome.append(bench.sglang_level(params, workloads.check({}), 2, str(work)))
+            outcome.append(bench.sglang_level(params, workloads.check({}), 2, runner))
         except RuntimeError as exc:
             outcome.append(exc)
 
@@ -354,3 +359,124 @@ def test_the_record_the_benchmarks_account_wrote_is_read_as_a_bounded_regular_fi
     assert not reader.is_alive() and outcome, "the read of the record did not return"
     assert isinstance(outcome[0], RuntimeError), outcome
     assert "the benchmark's record" in str(outcome[0])
+    stack.close()
+    assert not work.exists()  # removed with what it held
+
+
+# SGLang's benchmark as a module on the fake env's import path: --help succeeds; a run says what
+# it saw (its key, HOME, working directory) and appends the recorded result to --output-file.
+FAKE_MODULE = '''import json, os, sys
+if "--help" in sys.argv:
+    print("usage: bench_serving.py [-h]")
+    sys.exit(0)
+out = sys.argv[sys.argv.index("--output-file") + 1]
+with open(os.environ["SGLANG_TEST_SEEN"], "a") as seen:
+    seen.write(json.dumps({"key": os.environ.get("OPENAI_API_KEY"), "home": os.environ["HOME"],
+                           "cwd": os.getcwd()}) + "\\n")
+with open(os.environ["SGLANG_TEST_RECORD"]) as record, open(out, "a") as handle:
+    handle.write(record.read())
+'''
+
+
+@pytest.fixture
+def in_units(tmp_path, monkeypatch):
+    """The systemd path without systemd: `sandboxes.run` is a stand-in for systemd-run that
+    applies what the unit would get from its argv (EnvironmentFile=, WorkingDirectory=) and runs
+    the command after `--` as this account; every argv it got, and the environment file's mode,
+    are kept."""
+    package = tmp_path / "pkg" / "sglang"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "bench_serving.py").write_text(FAKE_MODULE)
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\nPYTHONPATH={tmp_path / 'pkg'} exec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+    (tmp_path / "record.jsonl").write_text(DETAILED)
+    (tmp_path / "run").mkdir()
+    calls = []
+
+    def fake_run(argv, unit, timeout, **kwargs):
+        props = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "-p")
+        env_file = props["EnvironmentFile"]
+        calls.append({"argv": argv, "unit": unit, "props": props,
+                      "env_mode": oct(os.stat(env_file).st_mode & 0o777)})
+        env = {"SGLANG_TEST_SEEN": str(tmp_path / "seen"),
+               "SGLANG_TEST_RECORD": str(tmp_path / "record.jsonl"), "PATH": os.environ["PATH"]}
+        for line in Path(env_file).read_text().splitlines():
+            name, _eq, value = line.partition("=")
+            env[name] = json.loads(value) if value.startswith('"') else value
+        return subprocess.run(argv[argv.index("--") + 1:], env=env, cwd=props["WorkingDirectory"],
+                              timeout=timeout, check=False, **kwargs)
+
+    leftovers = []
+    monkeypatch.setattr(bench.sandboxes, "refusal", lambda sandbox: None)
+    monkeypatch.setattr(bench.sandboxes, "run", fake_run)
+    monkeypatch.setattr(bench.sandboxes, "stop_leftovers",
+                        lambda prefix: leftovers.append(prefix) or ["sglang-bench-0badc0de.service"])
+    monkeypatch.setattr(bench, "SANDBOX_WORK_PARENT", str(tmp_path / "run"))
+    me = pwd.getpwuid(os.getuid()).pw_name
+    params = {"url": "http://127.0.0.1:9", "api_key": KEY, "python": str(python),
+              "tokenizer": "/srv/models/q", "model": "m", "levels": [4], "mode": "sweep",
+              "baseline": {}, "own_bench": False, "timeout": 60, "slo": {},
+              "workload": {"requests_per_level": 20},
+              "sandbox": {"user": me, "group": "", "properties": [
+                  "NoNewPrivileges=yes", "PrivateTmp=yes", "ProtectSystem=strict"]}}
+    return params, calls, leftovers, tmp_path
+
+
+def test_where_systemd_runs_each_run_is_a_unit_of_its_own_with_the_servers_sandbox(in_units):
+    """Issue 54, part 5: the benchmark runs with no more than the server has. Each run (the
+    probe, each level) is a transient unit named sglang-bench-<hex>, with the unit's user and
+    sandbox properties, bounded by RuntimeMaxSec, in a 0700 directory of /run; the key reaches
+    it in a 0600 environment file, never its argv; units a cut run left are stopped first; what
+    the probe saw of itself is reported, the properties this manager did not apply named."""
+    params, calls, leftovers, tmp_path = in_units
+    result = bench.run(params)
+    assert result["measured_by"] == "sglang.bench_serving", result["own_bench_reason"]
+    assert result["levels"][0]["completed"] == 20
+    assert leftovers == ["sglang-bench"]
+    assert len(calls) == 2 and calls[0]["unit"] != calls[1]["unit"]  # the probe, the level
+    for call in calls:
+        argv, props = call["argv"], call["props"]
+        assert argv[0] == "systemd-run" and f"--unit={call['unit']}" in argv
+        assert call["unit"].startswith("sglang-bench-") and KEY not in " ".join(argv)
+        assert props["User"] == params["sandbox"]["user"] and props["PrivateTmp"] == "yes"
+        assert props["RuntimeMaxSec"] in ("61", str(bench.PROBE_TIMEOUT + 1))
+        assert call["env_mode"] == "0o600"
+        assert Path(props["WorkingDirectory"]).parent == tmp_path / "run"
+    seen_by_bench = json.loads((tmp_path / "seen").read_text())
+    assert seen_by_bench["key"] == KEY and seen_by_bench["home"] == seen_by_bench["cwd"]
+    sandbox = result["record"]["sandbox"]
+    assert sandbox["used"] and sandbox["stopped_leftovers"] == ["sglang-bench-0badc0de.service"]
+    assert sandbox["seen"]["uid"] == os.getuid()
+    # No systemd applied them here: said, not claimed.
+    assert sandbox["seen"]["unenforced"] == ["NoNewPrivileges", "PrivateTmp", "ProtectSystem"] \
+        or sandbox["seen"]["usr_read_only"]
+    assert not list((tmp_path / "run").iterdir())  # the work directory is gone
+    [line] = [x for x in result["table"] if x.startswith("ran ")]
+    assert "systemd-run as" in line and "not applied by this systemd" in line
+    assert "sglang-bench-0badc0de.service" in line
+
+
+def test_a_sandbox_that_runs_the_benchmark_as_another_account_is_refused(in_units):
+    params, _calls, _leftovers, _tmp = in_units
+    other = "nobody" if os.getuid() != pwd.getpwnam("nobody").pw_uid else "root"
+    with pytest.raises(RuntimeError, match=f"not {other}'s uid"):
+        bench.run(dict(params, sandbox=dict(params["sandbox"], user=other)))
+
+
+def test_a_level_past_its_bound_is_an_error_and_its_unit_is_stopped(in_units, monkeypatch):
+    params, calls, _leftovers, tmp_path = in_units
+    real = bench.sandboxes.run
+
+    def slow(argv, unit, timeout, **kwargs):
+        if "--output-file" in argv:
+            calls.append({"timed_out": unit})
+            raise subprocess.TimeoutExpired(argv, timeout)
+        return real(argv, unit, timeout, **kwargs)
+
+    monkeypatch.setattr(bench.sandboxes, "run", slow)
+    with pytest.raises(RuntimeError, match="concurrency 4: not done within 60 s"):
+        bench.run(params)
+    assert calls[-1]["timed_out"].startswith("sglang-bench-")
+    assert not list((tmp_path / "run").iterdir())

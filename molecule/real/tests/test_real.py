@@ -245,3 +245,86 @@ def test_preflight_asked_real_sglang_inside_the_units_sandbox(host):
     assert rows["attention_backend"]["status"] == "ok"
     # Every change names where SGLang made it.
     assert verdict["changes"] and all(c["file"] and c["line"] for c in verdict["changes"])
+
+
+STANDIN_DIR = "/usr/local/lib/sglang-standin"
+STANDIN_UNIT = "sglang-standin-bench"
+STANDIN_PORT = 30123
+
+
+def bench_units():
+    """The loaded sglang-bench-* units on the host."""
+    return in_host(["systemctl", "list-units", "--all", "--plain", "--no-legend",
+                    "sglang-bench-*"]).split()
+
+
+@pytest.fixture
+def standin():
+    """The stand-in (tests/standin, STAND-IN engine, no GPU) served by the ml-env's Python as a
+    transient unit, with SGLang's own metrics collectors from the full install; stopped after."""
+    source = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"]) / "tests" / "standin" / "sglang_standin"
+    in_host(["mkdir", "-p", STANDIN_DIR])
+    subprocess.run(["podman", "cp", str(source), f"{CONTAINER}:{STANDIN_DIR}/"], check=True,
+                   timeout=300)
+    in_host(["systemd-run", f"--unit={STANDIN_UNIT}", "--collect",
+             "-p", f"Environment=PYTHONPATH={STANDIN_DIR} SGLANG_STANDIN_TOK_S=200 "
+                   "SGLANG_STANDIN_TTFT_MS=20",
+             f"{VENV}/bin/python", "-m", "sglang_standin", "--model-path", "/srv/models/tiny-qwen2",
+             "--served-model-name", "tiny", "--port", str(STANDIN_PORT)])
+    # Waits while the unit runs (its imports of the full install are slow on a busy host); 10
+    # minutes is a bound nothing healthy reaches.
+    bound = time.monotonic() + 600
+    while subprocess.run(["podman", "exec", CONTAINER, "curl", "-sf",
+                          f"http://127.0.0.1:{STANDIN_PORT}/health"],
+                         capture_output=True, check=False, timeout=60).returncode != 0:
+        state = subprocess.run(["podman", "exec", CONTAINER, "systemctl", "is-active",
+                                STANDIN_UNIT], capture_output=True, text=True, check=False,
+                               timeout=60).stdout.strip()
+        assert state in ("active", "activating"), in_host(
+            ["journalctl", "-u", STANDIN_UNIT, "--no-pager", "-o", "cat"])[-2000:]
+        assert time.monotonic() < bound, "the stand-in did not answer /health within 10 min"
+        time.sleep(2)
+    yield f"http://127.0.0.1:{STANDIN_PORT}"
+    in_host(["systemctl", "stop", STANDIN_UNIT])
+
+
+def measured(extravars):
+    out = play("molecule/real/bench_sandbox.yml", extravars)
+    [result] = [e["event_data"]["res"] for e in out["events"]
+                if e["event"] in ("runner_on_ok", "runner_on_failed")
+                and e["event_data"].get("task") == "Measure with SGLang's benchmark"] or [None]
+    return out, result
+
+
+def test_sglangs_benchmark_runs_with_no_more_than_the_server_has(standin, host):
+    """Issue 54, part 5: SGLang's real benchmark measures as the service user, in a transient
+    unit of its own with the server's sandbox lines; a unit a cut run left is stopped first;
+    none is left after, nor after a level that outlives its bound."""
+    sglang_uid = int(host.check_output("id -u sglang"))
+    # What a run cut before its unit ended leaves behind.
+    in_host(["systemd-run", "--unit=sglang-bench-0badc0de", "--collect", "sleep", "600"])
+    workload = {"dataset": "random-ids", "input_len": 16, "output_len": 8, "range_ratio": 1.0,
+                "requests_per_level": 4, "seed": 3}
+    out, result = measured({"bench_sandbox_url": standin, "bench_sandbox_model": "tiny",
+                            "bench_sandbox_workload": workload, "bench_sandbox_levels": [1, 2],
+                            "bench_sandbox_timeout": 600})
+    assert out["status"] == "successful", out["msg"] or out["stdout"][-3000:]
+    print("\n".join(result["table"]))
+    assert result["measured_by"] == "sglang.bench_serving", result["own_bench_reason"]
+    assert [lv["completed"] for lv in result["levels"]] == [4, 4], result["levels"]
+    sandbox = result["sandbox"]
+    assert sandbox["used"] and sandbox["stopped_leftovers"] == ["sglang-bench-0badc0de.service"]
+    seen = sandbox["seen"]
+    assert seen["uid"] == sglang_uid and seen["no_new_privs"] and seen["own_cgroup"], seen
+    # A podman container's systemd cannot make namespaces (no CAP_SYS_ADMIN): said, never
+    # claimed; NoNewPrivileges holds everywhere.
+    assert set(seen["unenforced"]) <= {"PrivateTmp", "ProtectSystem"}, seen
+    assert bench_units() == []
+
+    # A level past its bound: its unit is stopped, the play fails saying so, none is left.
+    slow = dict(workload, output_len=1500, requests_per_level=1)
+    out, result = measured({"bench_sandbox_url": standin, "bench_sandbox_model": "tiny",
+                            "bench_sandbox_workload": slow, "bench_sandbox_levels": [1],
+                            "bench_sandbox_timeout": 5})
+    assert out["status"] == "failed" and "not done within 5 s" in out["msg"], out["msg"]
+    assert bench_units() == []
