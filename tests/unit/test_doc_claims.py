@@ -5,7 +5,9 @@ every entry point they name is in a role's meta/argument_specs.yml, and an entry
 the spec's; "N scenarios" is the number of molecule scenarios, "N filters" the number of the
 collection's filters; a default a role README gives is
 its spec's default, of its spec's type; the crash harness's operations in design.md are the
-harness's; every relative link leads to a file (and heading); the README stays a front door.
+harness's; the workloads measuring.md states (the demo's, SGLang's defaults, the reference
+profile's) are the inventory's, sglang_workload's and the profile's; every relative link leads
+to a file (and heading); the README stays a front door.
 Each check is a small function of a text, and each is shown failing on a wrong text."""
 
 import ast
@@ -337,3 +339,71 @@ def test_a_broken_link_is_caught():
 def test_the_readme_is_a_front_door():
     lines = (ROOT / "README.md").read_text().count("\n")
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines: move detail into docs/"
+
+
+# --- measuring.md: the workloads it states -----------------------------------------------------
+
+DEMO_VARS = ROOT / "inventory" / "demo" / "group_vars" / "sglang" / "sglang.yml"
+
+
+def workload_claims(text):
+    """measuring.md's figures of the demo's proof, of SGLang's defaults and of the reference
+    profile, as {name: figure} (a name missing when its sentence is gone)."""
+    found = {}
+    demo = re.search(r"On the demo \(stand-in at (\d+) tok/s per user up to a knee of (\d+) "
+                     r"running requests.*?SLOs TTFT p99 (\d+) ms and (\d+) tok/s per user; input "
+                     r"(\d+)-(\d+) tokens, output (\d+)-(\d+); levels\s+([\d,\s]+?);", text, re.S)
+    if demo:
+        keys = ("tok_s", "knee", "ttft_p99_ms", "min_tok_s_per_user", "input_low", "input_len",
+                "output_low", "output_len")
+        found.update(zip(keys, map(int, demo.groups()[:8])))
+        found["levels"] = [int(n) for n in re.findall(r"\d+", demo.group(9))]
+    default = re.search(r"random-dataset defaults \(`random-ids`, (\d+) tokens in, (\d+) out, "
+                        r"range ratio ([\d.]+), seed (\d+)\)", text)
+    if default:
+        found["default"] = (int(default[1]), int(default[2]), float(default[3]), int(default[4]))
+    reference = re.search(r"`random-ids`, (\d+)-(\d+) tokens in\s+\(\d+ on average\), (\d+)-(\d+) "
+                          r"out \(\d+\), seed (\d+)", text)
+    if reference:
+        found["reference"] = tuple(int(n) for n in reference.groups())
+    return found
+
+
+def workload_truth():
+    """The same figures, read from the demo's inventory, sglang_workload's defaults and the
+    reference profile."""
+    from ansible_collections.sglang.deploy.plugins.module_utils import sglang_workload as workloads
+
+    demo = yaml.safe_load(DEMO_VARS.read_text())
+    w = workloads.check(demo["sglang_workload"])
+    env = demo["sglang_env"]
+    truth = {"tok_s": int(env["SGLANG_STANDIN_TOK_S"]), "knee": int(env["SGLANG_STANDIN_KNEE"]),
+             "ttft_p99_ms": demo["sglang_workload_slo"]["ttft_p99_ms"],
+             "min_tok_s_per_user": demo["sglang_workload_slo"]["min_tok_s_per_user"],
+             "input_low": int(w["input_len"] * w["range_ratio"]), "input_len": w["input_len"],
+             "output_low": int(w["output_len"] * w["range_ratio"]), "output_len": w["output_len"],
+             "levels": demo["sglang_workload_levels"]}
+    d = workloads.check({})
+    truth["default"] = (d["input_len"], d["output_len"], d["range_ratio"], d["seed"])
+    ref = workloads.check(yaml.safe_load(
+        (ROOT / "roles/sglang/profiles/qwen3.6-27b-tp2-mtp.yml").read_text())["workload"])
+    truth["reference"] = (int(ref["input_len"] * ref["range_ratio"]), ref["input_len"],
+                          int(ref["output_len"] * ref["range_ratio"]), ref["output_len"], ref["seed"])
+    return truth
+
+
+def test_the_workloads_measuring_md_states_are_the_codes():
+    claims = workload_claims((ROOT / "docs" / "measuring.md").read_text(encoding="utf-8"))
+    assert set(claims) == {"tok_s", "knee", "ttft_p99_ms", "min_tok_s_per_user", "input_low",
+                           "input_len", "output_low", "output_len", "levels", "default",
+                           "reference"}, sorted(claims)
+    truth = workload_truth()
+    assert {k: v for k, v in claims.items() if truth[k] != v} == {}, truth
+
+
+def test_a_workload_figure_the_code_does_not_have_is_caught():
+    text = (ROOT / "docs" / "measuring.md").read_text(encoding="utf-8")
+    wrong = text.replace("SLOs TTFT p99 3000 ms and 30 tok/s", "SLOs TTFT p99 3000 ms and 35 tok/s")
+    claims, truth = workload_claims(wrong), workload_truth()
+    assert claims["min_tok_s_per_user"] == 35 != truth["min_tok_s_per_user"]
+    assert "levels" not in workload_claims(text.replace("levels\n1, 4, 8, 16;", "levels: all"))
