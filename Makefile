@@ -118,6 +118,12 @@ bench: setup
 bench-resolve: setup
 	python tests/bench/bench_resolve.py
 
+# By hand, on a GPU host: real SGLang of the pinned release (the python of an env that has it in
+# SGLANG_PYTHON) on a tiny generated model against the stand-in, the same calls to each, compared
+# (scripts/gpu_conformance.py, docs/testing.md); the report goes outside the clone. Exit 3: no GPU.
+gpu-conformance: setup
+	python scripts/gpu_conformance.py $(GPU_CONFORMANCE_ARGS)
+
 # The full sglang install's wheels for molecule/real (~4 GB, ~1 min once; cached outside the
 # clone in ~/.cache/sglang-deploy/wheelhouse-full/, keyed by version, Python and pinned set).
 wheelhouse-full: setup
