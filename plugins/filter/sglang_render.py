@@ -23,12 +23,21 @@ from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_cache_env imp
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_expect import check_expect
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_fetch import sglang_fetch_plan
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
-from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_hosts import advertised_address, bracketed
+from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_hosts import advertised_address, bracketed, \
+    host_address
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_limits import sglang_smoke_limits
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_values import plain, truthy
 
 ACCOUNT = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 UNIT_NAME = re.compile(r"[A-Za-z0-9_.@:-]{1,200}")
+# A Python module for `python -m` (sglang_launch_module), and an inventory name on the drift
+# check's command line (`--host`): neither may split argv, start a systemd specifier (%) or an
+# option.
+MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+HOST_NAME = re.compile(r"[A-Za-z0-9_\[\]][A-Za-z0-9_.:\[\]-]{0,252}")
+# Whole seconds or counts that land in the unit (LimitNOFILE=, TimeoutStopSec= summed in the
+# template, OnUnitActiveSec=): a template's `| int` would make any other text 0.
+COUNT_SUFFIXES = ("_nofile", "_timeout_stop", "_timeout", "_interval")
 PROFILE_KEYS = {"tune", "description", "min_sglang_version", "model", "args", "env", "expect", "smoke",
                 "workload"}
 MODEL_KEYS = {"path", "revision", "served_model_name"}
@@ -49,8 +58,9 @@ def sglang_unit_check(settings):
     """Validate the role variables that the unit and launch files are rendered from.
 
     `settings` maps variable names to values: *_user / *_group are account names, *_dir /
-    *_path / sglang_venv absolute paths, sglang_service_name a unit name, the rest single
-    lines. Returns the mapping unchanged.
+    *_path / sglang_venv absolute paths, *_name a unit name, *_nofile / *_timeout(_stop) /
+    *_interval whole numbers, *_module a Python module, inventory_hostname an inventory name,
+    the rest one word each (no control character, space or '%'). Returns the mapping unchanged.
 
     Args:
         settings (dict): {variable name: value} of the variables the unit and launch files use.
@@ -69,9 +79,37 @@ def sglang_unit_check(settings):
             _unit_path(value, name)
         elif name.endswith("_name"):
             named(single_line(value, name), UNIT_NAME, name, "a systemd unit name")
+        elif name.endswith(COUNT_SUFFIXES):
+            _count(value, name)
+        elif name.endswith("_module"):
+            named(single_line(value, name), MODULE, name, "a Python module name (sglang.launch_server)")
+        elif name == "inventory_hostname":
+            named(single_line(value, name), HOST_NAME, name,
+                  "an inventory name without spaces or '%' (it is the drift check's --host)")
         else:
-            single_line(value, name)
+            _unit_word(value, name)
     return settings
+
+
+def _count(value, where):
+    """A whole number of at least 1, as an int or its digits; a limit (*_nofile) may also be
+    systemd's `infinity` or `soft:hard`."""
+    text = single_line(value, where)
+    if where.endswith("_nofile") and (text == "infinity" or re.fullmatch(r"[1-9]\d*:[1-9]\d*", text)):
+        return text
+    if isinstance(value, bool) or not text.isdigit() or int(text) < 1:
+        raise AnsibleFilterError(f"{where}: {text!r} must be a whole number of at least 1 "
+                                 "(seconds, or a count)")
+    return int(text)
+
+
+def _unit_word(value, where):
+    """A single token of a unit line: no control character, space (it splits argv) or '%'
+    (a systemd specifier)."""
+    text = single_line(value, where)
+    if not text or any(c.isspace() for c in text) or "%" in text:
+        raise AnsibleFilterError(f"{where}: {text!r} must be one word without spaces or '%'")
+    return text
 
 
 def _scalar(value, where, name):
@@ -381,8 +419,10 @@ def hub_env(model_path):
 
 
 def _writable_lines(cache_dir, read_write_paths):
+    if cache_dir:
+        _unit_path(cache_dir, "sglang_service_cache_dir")
     writable = [str(p) for p in [cache_dir, *(read_write_paths or [])] if p]
-    for path in writable:
+    for path in writable[1 if cache_dir else 0:]:
         _unit_path(path, "sglang_service_read_write_paths")
     return ["ReadWritePaths=" + " ".join(writable)] if writable else []
 
@@ -505,7 +545,8 @@ REDACTED = "<redacted>"
 UNIT_SETTINGS = ("sglang_service_user", "sglang_service_group", "sglang_service_name",
                  "sglang_base_dir", "sglang_venv", "sglang_service_cache_dir",
                  "sglang_secrets_path", "sglang_service_limit_nofile",
-                 "sglang_service_timeout_stop", "sglang_launch_module")
+                 "sglang_service_timeout_stop", "sglang_drain_timeout", "sglang_launch_module",
+                 "sglang_monitoring_textfile_dir", "sglang_monitoring_drift_interval")
 PRIVATE = re.compile(r"^/root(/|$)")
 _GIVEN = object()
 
@@ -598,6 +639,7 @@ def _checked_args(checks, profile, args_given):
     (the model path alone when they are refused)."""
     inputs = checks.inputs
     port = checks.run(("sglang_port",), _port, inputs.get("sglang_port"))
+    checks.run(("sglang_host",), host_address, inputs.get("sglang_host"), "sglang_host")
     if args_given:
         return dict(args_given) if isinstance(args_given, dict) else {}
     args = checks.run(("sglang_server_args", "sglang_profile"), sglang_server_config, profile,
@@ -670,14 +712,18 @@ def _check_expectations(checks, profile):
     checks.run(("sglang_smoke_regression_tolerance",), sglang_smoke_limits, None, None, tolerance)
 
 
-def _check_unit(checks, args):
-    """What lands in the unit, the env file and launch, and who may read what it names."""
+def _check_unit(checks, args, host=""):
+    """What lands in the units (the server's, the drift check's and its timer's), the env file
+    and launch, and who may read what it names; `host` is the drift check's --host."""
     inputs = checks.inputs
-    checks.run(("sglang_service_hardening", "sglang_service_read_write_paths"),
-               sglang_unit_hardening, inputs.get("sglang_service_hardening"), [],
+    checks.run(("sglang_service_hardening", "sglang_service_read_write_paths",
+                "sglang_service_cache_dir"), sglang_unit_hardening, inputs.get("sglang_service_hardening"), [],
                inputs.get("sglang_service_cache_dir"), inputs.get("sglang_service_read_write_paths"))
     for name in UNIT_SETTINGS:
         checks.run((name,), sglang_unit_check, {name: inputs.get(name)})
+    if host:
+        checks.run(("inventory_hostname",), sglang_unit_check, {"inventory_hostname": host},
+                   value=host)
     user = inputs.get("sglang_service_user")
     private = [str(path) for path in (inputs.get("sglang_venv"), args.get("model-path"),
                                       inputs.get("sglang_base_dir")) if PRIVATE.match(str(path))]
@@ -773,7 +819,7 @@ def sglang_input_violations(inputs, profile=None, profiles=None, args_given=None
     _check_pip(checks)
     _check_expectations(checks, profile)
     _check_workload(checks, profile)
-    _check_unit(checks, args)
+    _check_unit(checks, args, host)
     _check_keys(checks)
     return {"ok": not checks.found, "violations": checks.found}
 
