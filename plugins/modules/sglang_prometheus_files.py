@@ -106,9 +106,13 @@ PROMTOOL_S = 60
 
 
 def run_argv(argv, timeout):
-    """(rc, stdout, stderr) of `argv`, run from / and bounded by `timeout` seconds."""
-    proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", check=False,
-                          cwd="/", timeout=timeout)
+    """(rc, stdout, stderr) of `argv`, run from / and bounded by `timeout` seconds; 127 with
+    the reason when it cannot start (no such program, a NUL byte in an argument)."""
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace",
+                              check=False, cwd="/", timeout=timeout)
+    except (OSError, ValueError) as exc:
+        return 127, "", f"cannot run {argv[0]!r}: {exc}"
     return proc.returncode, proc.stdout, proc.stderr
 
 
