@@ -11,7 +11,10 @@ promtool runs the rules against series in the molecule default scenario
 The load a figure is judged at is the most requests that ran at once in the window (max over
 time), not their time average: decode speed is token-weighted (the inter-token histogram), so a
 burst of 16 streams in a quiet minute decodes at the speed of 16, and is judged against what the
-release proved at 16, not at 1.
+release proved at 16, not at 1. Traffic sparser than the window is judged over three windows
+(at least two requests finished there); a load that swings above and below the proven capacity
+within a window is held to the token rate the proof promises at each moment's load. A critical
+that has a warning at its signal never fires before it (WARNED_BY).
 """
 
 import re
@@ -29,11 +32,27 @@ NS = "sglang_deploy"
 # budget of 30 days would be gone in 2 days (14.4 x, over 1 h and 5 m), a ticket in 5 (6 x, over
 # 6 h and 30 m).
 BURNS = (("critical", 14.4, "1h", "5m"), ("warning", 6, "6h", "30m"))
-BURN_WAIT = {"critical": "2m", "warning": "15m"}
+# The warning also holds the page's fast burn and waits as long: a page never comes before its
+# ticket (the Alertmanager example inhibits the ticket while the page fires).
+BURN_WAIT = {"critical": "2m", "warning": "2m"}
 # Every window a burn rate reads, shortest first: one recording rule each per ratio.
 BURN_WINDOWS = tuple(sorted({w for burn in BURNS for w in burn[2:]},
                             key=lambda w: int(w[:-1]) * {"m": 60, "h": 3600}[w[-1]]))
 RUNBOOKS = "https://github.com/sglang-deploy/sglang-deploy/blob/main/docs/alerts.md"
+# A critical with a warning at the same signal, held to fire no earlier than it: the warning's
+# condition holds whenever the critical's does (a threshold at least as strict, the same bands)
+# and it waits less. {critical: (warning, the warning's label that picks the critical's band)}.
+# The burn rates' pairs share a name (severity tells them apart).
+WARNED_BY = {"SGLangBelowFloor": ("SGLangSlowerThanProven", "concurrency"),
+             "SGLangFirstTokenAboveCap": ("SGLangSlowFirstToken", "concurrency")}
+# The criticals with no warning below them at their signal (a target gone, a scheduler stuck).
+UNWARNED = ("SGLangDown", "SGLangTargetMissing", "SGLangNoProgress", "SGLangResolutionDrift",
+            "SGLangRouterDown", "SGLangRouterTargetMissing", "SGLangRouterNoWorkers")
+# SGLang 0.5.23's own HTTP metrics (srt/observability/http_request_metrics.py, with
+# --enable-metrics): the endpoints that serve requests, not the probes, /metrics or the admin
+# ones, so that a scrape or a drain's 503 on /health is no error of the budget.
+HTTP_SERVING = ('endpoint=~"/generate|/v1/.+|/invocations|/encode|/classify",'
+                'endpoint!~"/v1/models.*|/v1/loads"')
 
 
 def _rate_ratio(over, under, sel, window, by=""):
@@ -63,8 +82,9 @@ def _quantile(name, q, sel, window, by=""):
 
 
 def _peak_load(sel, window):
-    """The most requests that ran at once in the window (sampled at each evaluation)."""
-    return f"max_over_time(sum(sglang:num_running_reqs{{{sel}}})[{window}:])"
+    """The most requests that ran at once in the window (sampled at each evaluation), at least
+    1: a request shorter than the scrape interval streams tokens the gauge never saw."""
+    return f"clamp_min(max_over_time(sum(sglang:num_running_reqs{{{sel}}})[{window}:]), 1)"
 
 
 def _traffic(sel, window):
@@ -99,9 +119,43 @@ def _g(value):
     return f"{value:g}"
 
 
+def _times(duration, k):
+    """k times a Prometheus duration such as 5m."""
+    return f"{k * int(duration[:-1])}{duration[-1]}"
+
+
 def _double(duration):
     """Twice a Prometheus duration (a critical's `for`: its warning fires first)."""
-    return f"{2 * int(duration[:-1])}{duration[-1]}"
+    return _times(duration, 2)
+
+
+def _sparse(window):
+    """The window sparse traffic is judged over: three of the rules' windows."""
+    return _times(window, 3)
+
+
+def _seconds(duration):
+    return int(duration[:-1]) * {"s": 1, "m": 60, "h": 3600}[duration[-1]]
+
+
+def _minutes(seconds):
+    return f"{seconds / 60:g} min"
+
+
+def _prompts(workload):
+    """The prompts a proof's figures were measured with, in words (SGLang's benchmark: random-ids
+    lengths uniform in [floor(L x ratio), L], datasets/common.py)."""
+    w = workload or {}
+    length, ratio = w.get("input_len"), w.get("range_ratio")
+    if w.get("dataset") == "custom":
+        return f"prompts of the custom dataset {w.get('dataset_path') or '?'}"
+    if not length:
+        return "prompts of the workload (no input_len recorded)"
+    low = max(1, int(length * ratio)) if isinstance(ratio, (int, float)) and ratio < 1 else length
+    span = f"{low}-{length}" if low != length else f"{length}"
+    what = ("questions" if w.get("dataset") == "generated-shared-prefix" else "prompts")
+    return (f"{what} of {span} tokens (workload input_len {length}, range_ratio "
+            f"{_g(ratio if ratio is not None else 1)}, dataset {w.get('dataset', '?')})")
 
 
 def _proven_levels(release):
@@ -143,47 +197,111 @@ class _Pack:
 
 def _at(low, high):
     """The band (low, high] in words."""
-    return f"{high} requests at once" if low + 1 == high else f"{low + 1}-{high} requests at once"
+    if low + 1 == high:
+        return f"{high} request at once" if high == 1 else f"{high} requests at once"
+    return f"{low + 1}-{high} requests at once"
 
 
-def _band(pack, low, high):
+def _band(pack, low, high, window=None):
     """The load band (low, high]: the peak load of the window within it, with tokens flowing."""
-    sel, window = pack.sel, pack.s["window"]
+    sel, window = pack.sel, window or pack.s["window"]
     return (f"on() ({_peak_load(sel, window)}) > {low} and on() ({_peak_load(sel, window)}) "
             f"<= {high} and on() ({_traffic(sel, window)})")
 
 
+def _judged(pack, condition, low, high, swing=""):
+    """`condition(window)` in the band (low, high] over the rules' window; where no token
+    streamed in it, over the sparse window (three windows) once two requests finished there, so
+    that a slow request every few minutes keeps the alert's `for` instead of resetting it; and
+    `swing`, a condition of its own, or'ed in (the top band's load that swings past the
+    capacity)."""
+    sel, window = pack.sel, pack.s["window"]
+    sparse = _sparse(window)
+    branches = [f"({condition(window)}) and {_band(pack, low, high)}",
+                f"(({condition(sparse)}) and {_band(pack, low, high, sparse)} and on() "
+                f"(sum(increase(sglang:num_requests_total{{{sel}}}[{sparse}])) >= 2)) "
+                f"unless on() ({_traffic(sel, window)})"]
+    if swing:
+        branches.append(swing)
+    return " or ".join(f"({b})" for b in branches)
+
+
+def _sparse_words(pack):
+    """When a condition is judged on sparse traffic, and how soon it fires there."""
+    window, wait = pack.s["window"], pack.s["for"]
+    sparse = _seconds(_sparse(window))
+    return (f"judged over {_sparse(window)} when no token streamed in {window} (2 requests "
+            f"finished there): a slow request at least every {_minutes(sparse / 2)} fires within "
+            f"{_minutes(_seconds(wait) + sparse / 2)} of the first")
+
+
 def _speed_rules(pack, floors, proof, levels):
     s, sel, window = pack.s, pack.sel, pack.s["window"]
-    tok_s = _per_user_tok_s(sel, window)
     floor = floors.get("min_decode_tok_s")
     lightest = levels[0]["concurrency"] if levels else 1
     if floor:
         pack.record("sglang:release_floor_tok_s_per_user", floor)
-        pack.alert("SGLangBelowFloor", f"({tok_s}) < {_g(floor)} and {_band(pack, 0, lightest)}",
+        pack.alert("SGLangBelowFloor",
+                   _judged(pack, lambda w: f"({_per_user_tok_s(sel, w)}) < {_g(floor)}", 0,
+                           lightest),
                    "critical", f"{pack.host}: tokens per user below the floor",
                    f"below {_g(floor)} tok/s per user with at most {_at(0, lightest)}: "
                    f"the floor every release of this host must meet "
-                   f"(sglang_smoke_min_decode_tok_s); {pack.proof}", wait=_double(s["for"]))
+                   f"(sglang_smoke_min_decode_tok_s); {pack.proof}; {_sparse_words(pack)} "
+                   "(twice that wait: SGLangSlowerThanProven fires first)",
+                   wait=_double(s["for"]))
     below = 0
     for level in levels:
         n, proven = level["concurrency"], level.get("tok_s_per_user")
         if proven:
-            threshold = round(proven * (1 - s["tolerance"]), 2)
+            measured = round(proven * (1 - s["tolerance"]), 2)
+            # At the floor's band the warning holds at least the floor, so that it fires before
+            # SGLangBelowFloor at the same speed (WARNED_BY).
+            threshold = max(measured, floor) if floor and below == 0 else measured
+            raised = (f", raised to the floor {_g(floor)} so that it fires before "
+                      "SGLangBelowFloor" if threshold != measured else "")
+            swing, swing_words = "", ""
+            if level is levels[-1]:
+                swing = _swing(pack, n, threshold)
+                swing_words = (f"; a load that swings past {n} within {window} is held to "
+                               f"{_g(round(threshold * n, 2))} tok/s in all at {n} or more "
+                               f"running and {_g(threshold)} per stream below")
             pack.record("sglang:release_proven_tok_s_per_user", proven, concurrency=str(n))
             pack.alert("SGLangSlowerThanProven",
-                       f"({tok_s}) < {_g(threshold)} and {_band(pack, below, n)}",
+                       _judged(pack, lambda w, t=threshold: f"({_per_user_tok_s(sel, w)}) < {_g(t)}",
+                               below, n, swing),
                        "warning", f"{pack.host}: slower than its release proved at this load",
-                       f"below {_g(threshold)} tok/s per user with {_at(below, n)}: {pack.proof} measured {_g(proven)} at concurrency {n} "
-                       f"({proof['measured_by']}), less {s['tolerance']:.0%} "
-                       "(sglang_monitoring_tolerance)", concurrency=str(n))
-        _latency_rules(pack, proof, level, below)
+                       f"below {_g(threshold)} tok/s per user with {_at(below, n)}: {pack.proof} "
+                       f"measured {_g(proven)} at concurrency {n} ({proof['measured_by']}), less "
+                       f"{s['tolerance']:.0%} (sglang_monitoring_tolerance){raised}{swing_words}; "
+                       f"{_sparse_words(pack)}", concurrency=str(n))
+        _latency_rules(pack, proof, level, below,
+                       floors.get("max_ttft_ms") if below == 0 else None)
         below = n
 
 
-def _latency_rules(pack, proof, level, below):
-    """TTFT and ITL p99 from SGLang's histograms against the p99 proven at this band."""
-    n = level["concurrency"]
+def _swing(pack, capacity, threshold):
+    """A window whose load went past the proven capacity and back (its peak above, its least at
+    or below it): the tokens streamed in it against what the proof promises at each moment's
+    load, `threshold` per stream up to the capacity and, past it, the capacity's streams'
+    worth shared by all (the total the release proved there: a batch past it streams more in
+    all, not less, as the reference proof's level 32 did). The bands judge no such window: its
+    peak is past the capacity."""
+    sel, window = pack.sel, pack.s["window"]
+    running = f"sum(sglang:num_running_reqs{{{sel}}})"
+    return (f"(sum(rate(sglang:inter_token_latency_seconds_count{{{sel}}}[{window}])) < "
+            f"{_g(threshold)} * avg_over_time(clamp_max({running}, {capacity})[{window}:])) "
+            f"and on() (max_over_time({running}[{window}:]) > {capacity}) "
+            f"and on() (min_over_time({running}[{window}:]) <= {capacity}) "
+            f"and on() ({_traffic(sel, window)})")
+
+
+def _latency_rules(pack, proof, level, below, cap_ms=None):
+    """TTFT and ITL p99 from SGLang's histograms against the p99 proven at this band; at the
+    lightest band the TTFT warning also holds the cap's mean (`cap_ms`), so that it fires before
+    SGLangFirstTokenAboveCap (WARNED_BY)."""
+    n, sel = level["concurrency"], pack.sel
+    prompts = _prompts(proof.get("workload"))
     for name, metric, figure, factor, what in (
             ("SGLangSlowFirstToken", "sglang:time_to_first_token_seconds", "ttft_ms",
              pack.s["ttft_factor"], "first token"),
@@ -197,12 +315,20 @@ def _latency_rules(pack, proof, level, below):
         limit = round(p99 * factor / 1000, 4)
         pack.record(f"sglang:release_proven_{figure[:-3]}_p99_seconds", p99 / 1000,
                     concurrency=str(n))
-        pack.alert(name, f"({_quantile(metric, 0.99, pack.sel, pack.s['window'])}) > {_g(limit)} "
-                         f"and {_band(pack, below, n)}",
+        cap = cap_ms if figure == "ttft_ms" else None
+
+        def condition(w, metric=metric, limit=limit, cap=cap):
+            over = f"({_quantile(metric, 0.99, sel, w)}) > {_g(limit)}"
+            return f"{over} or ({_mean_ttft_s(sel, w)}) > {_g(cap / 1000)}" if cap else over
+        capped = (f"; or a mean above the cap {_g(cap)} ms (sglang_smoke_max_ttft_ms), so that "
+                  "it fires before SGLangFirstTokenAboveCap" if cap else "")
+        proven_at = f" with {prompts}" if figure == "ttft_ms" else ""
+        pack.alert(name, _judged(pack, condition, below, n),
                    "warning", f"{pack.host}: {what} p99 slower than proven at this load",
                    f"{what} p99 above {_g(limit * 1000)} ms with {_at(below, n)}: "
-                   f"{pack.proof} measured p99 {_g(p99)} ms at concurrency {n}, x {_g(factor)} "
-                   f"(sglang_monitoring_{figure[:-3]}_factor)", concurrency=str(n))
+                   f"{pack.proof} measured p99 {_g(p99)} ms at concurrency {n}{proven_at}, "
+                   f"x {_g(factor)} (sglang_monitoring_{figure[:-3]}_factor){capped}; "
+                   f"{_sparse_words(pack)}", concurrency=str(n))
 
 
 def _capacity_rules(pack, proof):
@@ -218,14 +344,17 @@ def _capacity_rules(pack, proof):
 
 
 def _ttft_cap_rule(pack, floors, lightest):
-    sel, window = pack.sel, pack.s["window"]
+    sel = pack.sel
     cap = floors.get("max_ttft_ms")
     if cap:
         pack.alert("SGLangFirstTokenAboveCap",
-                   f"({_mean_ttft_s(sel, window)}) > {_g(cap / 1000)} and {_band(pack, 0, lightest)}",
+                   _judged(pack, lambda w: f"({_mean_ttft_s(sel, w)}) > {_g(cap / 1000)}", 0,
+                           lightest),
                    "critical", f"{pack.host}: first token slower than the cap",
                    f"mean TTFT above {_g(cap)} ms with at most {_at(0, lightest)} "
-                   f"(sglang_smoke_max_ttft_ms); {pack.proof}", wait=_double(pack.s["for"]))
+                   f"(sglang_smoke_max_ttft_ms); {pack.proof}; {_sparse_words(pack)} "
+                   "(twice that wait: SGLangSlowFirstToken fires first)",
+                   wait=_double(pack.s["for"]))
 
 
 def _accept_rule(pack):
@@ -294,10 +423,10 @@ def _drift_rules(pack):
                "collector reading the file, and the timer enabled?")
 
 
-def _slo_rules(pack, slo):
+def _slo_rules(pack, proof):
     """Burn rates of the error budgets: aborted requests against sglang_monitoring_availability,
     and first tokens slower than the workload's TTFT objective against its 1% (a p99)."""
-    sel = pack.sel
+    sel, slo = pack.sel, proof.get("slo")
     labels = {"sglang_host": pack.host, "release": pack.rid}
     budget = round(1 - pack.s["availability"], 6)
     pack.records += _burn_records(
@@ -317,7 +446,8 @@ def _slo_rules(pack, slo):
                   f"sum(rate(sglang:time_to_first_token_seconds_count{{{sel}}}[{w}]))", labels)
     _burn(pack, "SGLangFirstTokenBudgetBurn", "ttft_slow_ratio", 0.01,
           f"first tokens slower than {_g(bucket * 1000)} ms (the workload's TTFT p99 objective, "
-          f"{_g(ttft_ms)} ms, at SGLang's next bucket) more often than 1% allows")
+          f"{_g(ttft_ms)} ms, at SGLang's next bucket, set for {_prompts(proof.get('workload'))}) "
+          "more often than 1% allows")
 
 
 def _burn_records(ratio, expr, labels):
@@ -328,20 +458,51 @@ def _burn_records(ratio, expr, labels):
 
 
 def _burn_rates(ratio, match, budget):
-    """(severity, factor, long window, short window, expr) of each burn rate of one ratio's
-    budget: the ratio above factor x budget over both windows, `match` the series' labels."""
-    for severity, factor, long, short in BURNS:
+    """(severity, words, long window, expr) of each burn rate of one ratio's budget: the ratio
+    above factor x budget over both windows, `match` the series' labels; the warning holds the
+    critical's burn too (with its own), so that it never fires later (BURN_WAIT)."""
+    def over(factor, long, short):
         limit = _g(round(factor * budget, 6))
-        yield severity, factor, long, short, (f"{NS}:{ratio}:rate{long}{{{match}}} > {limit} and "
-                                              f"{NS}:{ratio}:rate{short}{{{match}}} > {limit}")
+        return (f"{NS}:{ratio}:rate{long}{{{match}}} > {limit} and "
+                f"{NS}:{ratio}:rate{short}{{{match}}} > {limit}")
+    page = BURNS[0]
+    for severity, factor, long, short in BURNS:
+        words = f"{factor:g} x the budget over {long} and {short}"
+        expr = over(factor, long, short)
+        if severity != page[0]:
+            words += (f", or {page[1]:g} x over {page[2]} and {page[3]} (the page's burn: this "
+                      "ticket never comes later than the page)")
+            expr = f"({expr}) or ({over(*page[1:])})"
+        yield severity, words, long, expr
 
 
 def _burn(pack, name, ratio, budget, what):
-    for severity, factor, long, short, expr in _burn_rates(ratio, f'sglang_host="{pack.host}"',
-                                                           budget):
+    for severity, words, long, expr in _burn_rates(ratio, f'sglang_host="{pack.host}"', budget):
         pack.alert(name, expr, severity, f"{pack.host}: error budget burning ({severity})",
-                   f"{what}: {factor:g} x the budget over {long} and {short}",
-                   wait=BURN_WAIT[severity], window=long)
+                   f"{what}: {words}", wait=BURN_WAIT[severity], window=long)
+
+
+def _http_rules(pack, router):
+    """The burn rate of the 5xx answers of SGLang's own HTTP server (sglang:http_responses_total,
+    counted when an answer ends), for a host that clients reach with no router: behind one,
+    the router's pack burns the budget of what clients get (it retries elsewhere) and names
+    the replica it took out (SGLangRouterWorkerUnhealthy, SGLangRouterCircuitOpen)."""
+    if router:
+        pack.thresholds.append(
+            f"no SGLangHTTPErrorBudgetBurn: {pack.host} is served through the router {router}, "
+            "whose pack burns the budget of its 5xx answers (SGLangRouterErrorBudgetBurn)")
+        return
+    sel = pack.sel
+    labels = {"sglang_host": pack.host, "release": pack.rid}
+    pack.records += _burn_records(
+        "http_5xx_ratio",
+        lambda w: f'sum(rate(sglang:http_responses_total{{{sel},{HTTP_SERVING},'
+                  f'status_code=~"5.."}}[{w}])) / '
+                  f"sum(rate(sglang:http_responses_total{{{sel},{HTTP_SERVING}}}[{w}]))", labels)
+    _burn(pack, "SGLangHTTPErrorBudgetBurn", "http_5xx_ratio", round(1 - pack.s["availability"], 6),
+          f"5xx answers of SGLang's own HTTP server on its serving endpoints faster than an "
+          f"availability of {pack.s['availability']:.2%} allows (sglang_monitoring_availability; "
+          "a host with no router)")
 
 
 # SGLang 0.5.23's TTFT buckets (srt/observability/metrics_collector.py,
@@ -372,7 +533,8 @@ def sglang_monitoring_pack(release, target, floors=None, settings=None):
     """The serving release's observability pack: {targets, rules, dashboard, thresholds}.
 
     `release` is the release's manifest (sglang_release state=info), `target` is {host,
-    address, labels}: the inventory name, the host:port Prometheus scrapes, extra labels.
+    address, labels, router}: the inventory name, the host:port Prometheus scrapes, extra
+    labels, the router clients reach it through (none: the engine's own 5xx burn rate).
     `floors` is {min_decode_tok_s, max_ttft_ms}; `settings` the sglang_monitoring_* tuning.
     Rules without the figure they need (a release with no proof at a workload) are left out,
     and `thresholds` says so: a threshold comes only from a figure the release recorded.
@@ -380,8 +542,11 @@ def sglang_monitoring_pack(release, target, floors=None, settings=None):
     Args:
         release (dict): the serving release's manifest: the entry of sglang_release state=info's
             releases whose id is current (its id, workload_proof, smoke, sglang_version, profile).
-        target (dict): {host, address, labels}: the role passes inventory_hostname and the
-            host:port Prometheus scrapes; labels, optional, are added to the target's.
+        target (dict): {host, address, labels, router}: the role passes inventory_hostname and
+            the host:port Prometheus scrapes; labels, optional, are added to the target's;
+            router, optional, the inventory name of the router clients reach the host through:
+            without one the pack burns the budget of SGLang's own 5xx answers
+            (SGLangHTTPErrorBudgetBurn), with one the router's pack does.
         floors (dict): {min_decode_tok_s, max_ttft_ms}: sglang_smoke_min_decode_tok_s and
             sglang_smoke_max_ttft_ms, else the profile's smoke ones; a null one adds no rule.
         settings (dict): the sglang_monitoring_* tuning: {for, window, tolerance, ttft_factor,
@@ -408,7 +573,8 @@ def sglang_monitoring_pack(release, target, floors=None, settings=None):
             "with a proven capacity (deployed with sglang_workload_proof false, or before it)")
     _accept_rule(pack)
     _drift_rules(pack)
-    _slo_rules(pack, (proof or {}).get("slo"))
+    _slo_rules(pack, proof or {})
+    _http_rules(pack, str(target.get("router") or ""))
     labels = {"sglang_host": pack.host, "release": pack.rid,
               "sglang_version": str(release.get("sglang_version") or ""),
               "profile": str(release.get("profile") or "")}
@@ -485,10 +651,12 @@ def dashboard(window="5m"):
             (12, 16, 12, 8)),
         _p99_panel(8, "Inter-token latency (p99)", "inter_token_latency", "itl", window,
                    (0, 24, 12, 8)),
-        _panel(9, "Error budgets (share of requests aborted, or over the TTFT objective)", [
+        _panel(9, "Error budgets (share of requests aborted, over the TTFT objective, or answered 5xx)", [
             (f"{NS}:aborted_ratio:rate{w}{{{host}}}", f"{{{{sglang_host}}}} aborted, {w}")
             for w in BURN_WINDOWS] + [
             (f"{NS}:ttft_slow_ratio:rate{w}{{{host}}}", f"{{{{sglang_host}}}} TTFT over, {w}")
+            for w in BURN_WINDOWS] + [
+            (f"{NS}:http_5xx_ratio:rate{w}{{{host}}}", f"{{{{sglang_host}}}} 5xx, {w}")
             for w in BURN_WINDOWS],
             (12, 24, 12, 8), "percentunit"),
     ]
@@ -512,9 +680,13 @@ def dashboard(window="5m"):
 def sglang_monitoring_router_pack(host, address, duration="2m", availability=0.995,
                                   runbook_url=RUNBOOKS):
     """The router's pack: its Prometheus target (file-based discovery, job sglang-router,
-    labelled with its inventory name), the rules that it is down or has no replica to send to,
-    and the burn rate of its 5xx answers, from sglang-router's own metrics (`smg_*`, read from
-    a running sglang-router 0.3.2: `smg_http_responses_total{status_code, error_code}`).
+    labelled with its inventory name), the rules that it is down or gone from Prometheus, that
+    it has no replica to send to, that a replica is unhealthy or its circuit breaker open, and
+    the burn rate of its 5xx answers, from sglang-router 0.3.2's own metrics (`smg_*`, read in
+    its wheel: `smg_http_responses_total{status_code, error_code}`, `smg_worker_health{worker}`
+    1 healthy / 0 unhealthy / -1 removed, `smg_worker_cb_state{worker}` 0 closed / 1 open /
+    2 half-open / -1 removed). Every rule carries `sglang_router`, so that one router's
+    inhibitions never silence another's (docs/monitoring/alertmanager.yml).
 
     Args:
         host (str): the router's inventory name (inventory_hostname), the label of its target and
@@ -546,22 +718,38 @@ def sglang_monitoring_router_pack(host, address, duration="2m", availability=0.9
         "router_5xx_ratio",
         lambda w: f'sum(rate(smg_http_responses_total{{{sel},status_code=~"5.."}}[{w}])) / '
                   f"sum(rate(smg_http_responses_total{{{sel}}}[{w}]))", labels)
+    health = f"smg_worker_health{{{sel}}}"
     rules = [
         alert("SGLangRouterDown", f"up{{{sel}}} == 0", "critical",
               f"{host}: the SGLang router is down",
               f"Prometheus cannot scrape the router's /metrics on {host}: clients reach no "
               "replica through it"),
+        alert("SGLangRouterTargetMissing", f"absent(up{{{sel}}})", "critical",
+              f"{host}: no router target in Prometheus",
+              f"Prometheus has no target for the router {host} (job {ROUTER_JOB}): the "
+              "file-based target is gone or unreadable, so no other rule of this router can fire"),
         alert("SGLangRouterNoWorkers",
-              f'sum(increase(smg_http_responses_total{{{sel},error_code="no_available_workers"}}'
-              f"[{duration}])) > 0", "critical", f"{host}: the router has no replica to send to",
-              f"{host} answered 503 no_available_workers: every replica is out of the router "
-              "(unhealthy, drained, or never added)"),
+              f'(sum(increase(smg_http_responses_total{{{sel},error_code="no_available_workers"}}'
+              f"[{duration}])) > 0) or (count({health} >= 0) > 0 unless count({health} == 1) > 0)",
+              "critical", f"{host}: the router has no replica to send to",
+              f"{host} answered 503 no_available_workers, or not one replica it holds is "
+              "healthy (smg_worker_health): every replica is out of the router (unhealthy, "
+              "drained, or never added)"),
+        alert("SGLangRouterWorkerUnhealthy", f"{health} == 0", "warning",
+              f"{host}: a replica failed the router's health checks",
+              f"the router {host} holds {{{{ $labels.worker }}}} unhealthy (smg_worker_health 0) "
+              "and sends it nothing; a replica the deploy took out is removed (-1), not unhealthy"),
+        alert("SGLangRouterCircuitOpen", f"smg_worker_cb_state{{{sel}}} >= 1", "warning",
+              f"{host}: the router's circuit breaker holds a replica out",
+              f"the router {host}'s circuit breaker for {{{{ $labels.worker }}}} is open (1) or "
+              "half-open (2) (smg_worker_cb_state): its requests failed in a row; half-open "
+              "closes only after requests succeed, which a cache-aware policy may not send it"),
     ] + [alert("SGLangRouterErrorBudgetBurn", expr, severity,
                f"{host}: the router's 5xx burn the budget",
                f"5xx answers faster than an availability of {float(availability):.2%} allows "
-               f"(sglang_router_monitoring_availability): {f:g} x the budget over {long} and {short}",
+               f"(sglang_router_monitoring_availability): {words}",
                wait=BURN_WAIT[severity], window=long)
-         for severity, f, long, short, expr in _burn_rates(
+         for severity, words, long, expr in _burn_rates(
              "router_5xx_ratio", f'sglang_router="{host}"', budget)]
     return {
         "targets": [{"targets": [str(address)], "labels": labels}],

@@ -1,7 +1,10 @@
 """promtool unit tests for a rendered rules file: each alert fires on series that should fire it
 and stays quiet on series that should not, including the shapes production has and a toy does
 not: bursty light load, zero traffic, a restart that resets the counters, scrape gaps, a queue
-that stays full, a scheduler that hangs while /metrics answers, failing drift checks.
+that stays full, a scheduler that hangs while /metrics answers, failing drift checks, a load
+that swings around the proven capacity, sparse slow traffic, 5xx answers of SGLang's own HTTP
+server; and for every critical with a warning at its signal, a case that it never fires before
+that warning (WARNED_BY in the filter). router_tests does the same for the router's pack.
 
 The series are built from the release's proof and the settings, computed here on their own (not
 read back from the rules' expressions), so a threshold the pack got wrong fails a case.
@@ -20,8 +23,14 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "standin"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "collections"))
 from prometheus_client.utils import floatToGoString  # noqa: E402
 from sglang_standin.metrics import ENGINE_TYPE, ITL_BUCKETS, SCHEDULER_RANKS, TTFT_BUCKETS  # noqa: E402
+
+# Which critical has a warning at its signal: the filter's own statement, which the ordered
+# cases hold it to.
+from ansible_collections.sglang.deploy.plugins.filter.sglang_monitoring import (  # noqa: E402
+    UNWARNED, WARNED_BY)
 
 # The labels SGLang puts on each family the cases write (metrics_collector.py 0.5.23).
 MODEL = "qwen3.6-27b"
@@ -35,7 +44,8 @@ def as_sglang_writes(series):
     """`series` ("name{labels}") with the labels SGLang's collectors add to that family."""
     name, _, rest = series.partition("{")
     family = re.sub(r"_(bucket|sum|count)$", "", name)
-    if not name.startswith("sglang:"):
+    # SGLang's HTTP metrics carry their own labels only (http_request_metrics.py).
+    if not name.startswith("sglang:") or name.startswith("sglang:http_"):
         return series
     extra = {"model_name": MODEL, "engine_type": ENGINE_TYPE}
     if family in STREAMING:
@@ -75,12 +85,14 @@ class Clock:
         out = [values[i % len(values)] for i in range(self.steps + 1)]
         return " ".join("_" if v is None else v if isinstance(v, str) else f"{v:g}" for v in out)
 
-    def counting(self, increments):
-        """A counter whose increment at each sample repeats `increments`; a None restarts it
-        at 0 (a server restarted: SGLang's counters begin again)."""
+    def counting(self, increments, cycle=True):
+        """A counter whose increment at each sample repeats `increments` (`cycle` False: one
+        increment a sample, 0 past the list); a None restarts it at 0 (a server restarted:
+        SGLang's counters begin again)."""
         total, out = 0.0, []
         for i in range(self.steps + 1):
-            inc = increments[i % len(increments)]
+            inc = increments[i % len(increments)] if cycle else (
+                increments[i] if i < len(increments) else 0)
             total = 0.0 if inc is None else total + inc
             out.append(total)
         return " ".join(f"{v:g}" for v in out)
@@ -145,38 +157,75 @@ def _labels(text):
 
 
 class Cases:
-    def __init__(self, rules, host, clock):
+    def __init__(self, rules, host, clock, sel=None):
         self.host, self.clock = host, clock
         self.alerts = [r for g in rules["groups"] for r in g["rules"] if "alert" in r]
-        self.sel = f'job="sglang",sglang_host="{host}"'
+        self.sel = sel or f'job="sglang",sglang_host="{host}"'
         self.tests = []
 
     def rule(self, name, **labels):
         return next(r for r in self.alerts if r["alert"] == name
                     and all(r["labels"].get(k) == v for k, v in labels.items()))
 
-    def case(self, name, series, fires, kept=None, why="", clock=None, **select):
-        """One test: `series` in, `name` firing (the rule `select` picks, with the labels the
-        expression keeps from `kept`, a series' text) or quiet. `select={}` with several rules
-        of the name (the burn rates' warning and critical): each fires."""
+    def has(self, name):
+        return any(r["alert"] == name for r in self.alerts)
+
+    def expected(self, name, kept=None, **select):
+        """The alerts of `name` the rules `select` picks fire, with the labels the expression
+        keeps from `kept` (a series' text)."""
         rules = [r for r in self.alerts if r["alert"] == name
                  and all(r["labels"].get(k) == v for k, v in select.items())]
         assert rules, (name, select)
-        expected = []
-        for rule in rules if fires else []:
+        out = []
+        for rule in rules:
             kept_labels = _labels(kept) if kept else {}
             annotations = {k: re.sub(r"\{\{ \$labels\.(\w+) \}\}",
                                      lambda m: kept_labels.get(m.group(1), ""), v)
                            for k, v in rule["annotations"].items()}
-            expected.append({"exp_labels": {**kept_labels, **rule["labels"]},
-                             "exp_annotations": annotations})
+            out.append({"exp_labels": {**kept_labels, **rule["labels"]},
+                        "exp_annotations": annotations})
+        return out
+
+    def case(self, name, series, fires, kept=None, why="", clock=None, at=(EVAL_S,), **select):
+        """One test: `series` in, `name` firing (the rule `select` picks, with the labels the
+        expression keeps from `kept`, a series' text) or quiet, at each time of `at` (seconds).
+        `select={}` with several rules of the name (the burn rates' warning and critical): each
+        fires."""
+        expected = self.expected(name, kept, **select) if fires else []
+        if not fires:
+            self.expected(name, **select)  # the rule exists
         self.tests.append({
             "name": f"{name}{''.join(f' {v}' for v in select.values())} "
                     f"{'fires' if fires else 'stays quiet'}{': ' + why if why else ''}",
             "interval": f"{(clock or self.clock).step}s",
             "input_series": [dict(s, series=as_sglang_writes(s["series"])) for s in series],
-            "alert_rule_test": [{"eval_time": f"{EVAL_S}s", "alertname": name,
-                                 "exp_alerts": expected}]})
+            "alert_rule_test": [{"eval_time": f"{when}s", "alertname": name,
+                                 "exp_alerts": expected} for when in at]})
+
+    def ordered(self, critical, warning, series, why, clock=None, kept=None, **band):
+        """The critical fires on `series`, and at no evaluation before then is it firing while
+        its warning (`warning` with the `band` labels; the same name and severity warning for
+        a burn rate) is not."""
+        t = clock or self.clock
+        step = self.clock.step  # the rules' evaluation interval: ALERTS is written at each
+        crit = {"alertname": critical, "alertstate": "firing", "severity": "critical"}
+        warn = {"alertname": warning, "alertstate": "firing", "severity": "warning", **band}
+
+        def alerts(labels):
+            return "ALERTS{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+        lone = f"{alerts(crit)} unless on() {alerts(warn)}"
+        self.tests.append({
+            "name": f"{critical} never fires before {warning}{''.join(f' {v}' for v in band.values())}"
+                    f": {why}",
+            "interval": f"{t.step}s",
+            "input_series": [dict(s, series=as_sglang_writes(s["series"])) for s in series],
+            # A burn rate's pair shares the name: both fire by then.
+            "alert_rule_test": [{"eval_time": f"{EVAL_S}s", "alertname": critical,
+                                 "exp_alerts": self.expected(critical, kept) if
+                                 critical == warning else
+                                 self.expected(critical, kept, severity="critical")}],
+            "promql_expr_test": [{"expr": f"count_over_time(({lone})[{EVAL_S}s:{step}s])",
+                                  "eval_time": f"{EVAL_S}s", "exp_samples": []}]})
 
 
 def _proven(release):
@@ -198,7 +247,7 @@ def _speed_cases(c, t, release, floors, settings):
     below = 0
     for level in levels:
         n = level["concurrency"]
-        threshold = level["tok_s_per_user"] * (1 - settings["tolerance"])
+        threshold = _threshold(level, settings, floor if below == 0 else None)
         for load in sorted({below + 1, n}):
             c.case("SGLangSlowerThanProven", _speed(t, sel, threshold * 0.95, load), True,
                    why=f"{load} running", concurrency=str(n))
@@ -260,6 +309,176 @@ def _speed_cases(c, t, release, floors, settings):
                          ("SGLangSlowerThanProven", {"concurrency": str(lightest)}),
                          ("SGLangAboveProvenCapacity", {})):
         c.case(name, idle, False, why="zero traffic", **labels)
+
+
+def _threshold(level, settings, floor=None):
+    """The tok/s per user a level's warning holds: what it measured less the tolerance, at the
+    floor's band at least the floor (the warning comes before the floor's critical)."""
+    measured = level["tok_s_per_user"] * (1 - settings["tolerance"])
+    return max(measured, floor) if floor else measured
+
+
+def _swing_cases(c, release, floors, settings):
+    """A load that swings past the proven capacity and back every 3 minutes (within a window):
+    no window's peak is in a band, yet its streams run slower than the proof promises at each
+    moment's load, so the top band's warning fires; at the proof's pace (past the capacity its
+    total shared by all) it stays quiet."""
+    sel = c.sel
+    _proof, cap, levels = _proven(release)
+    top = levels[-1]
+    threshold = _threshold(top, settings, floors["min_decode_tok_s"] if len(levels) == 1 else None)
+    fine = Clock(settings["window"], per_window=20)
+    phase = max(1, 180 // fine.step)
+    loads = [cap + 4] * phase + [cap - 4] * phase
+
+    def swinging(per_user):
+        return [{"series": f"sglang:num_running_reqs{{{sel}}}", "values": fine.each(loads)},
+                {"series": f"sglang:inter_token_latency_seconds_count{{{sel}}}",
+                 "values": fine.counting([n * per_user(n) * fine.step for n in loads])},
+                {"series": f"sglang:inter_token_latency_seconds_sum{{{sel}}}",
+                 "values": fine.counting([n * fine.step for n in loads])}]
+    c.case("SGLangSlowerThanProven", swinging(lambda n: threshold * 0.6), True, clock=fine,
+           why=f"a load swinging {cap + 4} / {cap - 4} every 3 min at a bad speed",
+           concurrency=str(top["concurrency"]))
+    proven = top["tok_s_per_user"]
+    healthy = swinging(lambda n: proven if n <= cap else proven * cap / n)
+    for level in levels:
+        c.case("SGLangSlowerThanProven", healthy, False, clock=fine,
+               why=f"a load swinging {cap + 4} / {cap - 4} at the proof's pace",
+               concurrency=str(level["concurrency"]))
+
+
+def _requests_every(t, sel, gap_s, tok_s, first_s=60, count=None):
+    """Short requests (10 s of decode at `tok_s`, one scrape apart: the running gauge never
+    sees them) every `gap_s` seconds from `first_s`, `count` of them (None: all through)."""
+    starts = [i for i in range(t.steps + 1) if i * t.step >= first_s
+              and (i * t.step - first_s) % gap_s < t.step]
+    starts = starts[:count] if count else starts
+    inc = [(tok_s * 10, 10, 1) if i in starts else (0, 0, 0) for i in range(t.steps + 1)]
+    return [{"series": f"sglang:num_running_reqs{{{sel}}}", "values": t.const(0)},
+            {"series": f"sglang:inter_token_latency_seconds_count{{{sel}}}",
+             "values": t.counting([x[0] for x in inc], cycle=False)},
+            {"series": f"sglang:inter_token_latency_seconds_sum{{{sel}}}",
+             "values": t.counting([x[1] for x in inc], cycle=False)},
+            {"series": f"sglang:num_requests_total{{{sel}}}",
+             "values": t.counting([x[2] for x in inc], cycle=False)}]
+
+
+def _sparse_cases(c, release, floors, settings):
+    """One slow request every few minutes (shorter than a scrape, so the running gauge reads 0)
+    at the lightest band: the warning fires within the time its description states (`for` +
+    half the sparse window after the first), a request every 4 min within `for`; one slow
+    request alone, or sparse requests at the proof's pace, stay quiet."""
+    sel = c.sel
+    _proof, _cap, levels = _proven(release)
+    lightest = levels[0]
+    floor = floors["min_decode_tok_s"]
+    threshold = _threshold(lightest, settings, floor)
+    fine = Clock(settings["window"], per_window=20)
+    wait, sparse = seconds(settings["for"]), 3 * seconds(settings["window"])
+    stated = wait + sparse // 2
+    rule = c.rule("SGLangSlowerThanProven", concurrency=str(lightest["concurrency"]))
+    assert f"fires within {stated / 60:g} min of the first" in rule["annotations"]["description"], \
+        rule["annotations"]["description"]
+    first = 60
+    gap = sparse // 2 - 30  # a request every 7 min with the default window
+    c.case("SGLangSlowerThanProven", _requests_every(fine, sel, gap, threshold * 0.8, first), True,
+           clock=fine, at=(first + stated,),
+           why=f"a slow request every {gap / 60:g} min, within {stated / 60:g} min of the first",
+           concurrency=str(lightest["concurrency"]))
+    c.case("SGLangSlowerThanProven", _requests_every(fine, sel, 240, threshold * 0.8, first), True,
+           clock=fine, at=(first + wait + 2 * fine.step,),
+           why=f"a slow request every 4 min, within {wait / 60:g} min of the first",
+           concurrency=str(lightest["concurrency"]))
+    c.case("SGLangSlowerThanProven", _requests_every(fine, sel, gap, threshold * 0.8, first, 1),
+           False, clock=fine, at=(first + wait + 60, first + stated, EVAL_S),
+           why="one slow request alone", concurrency=str(lightest["concurrency"]))
+    c.case("SGLangSlowerThanProven", _requests_every(fine, sel, gap, threshold * 1.2, first),
+           False, clock=fine, why="sparse requests at the proof's pace",
+           concurrency=str(lightest["concurrency"]))
+    if floor:
+        c.case("SGLangBelowFloor", _requests_every(fine, sel, 240, floor * 0.8, first), True,
+               clock=fine, why="a request below the floor every 4 min")
+
+
+def _order_cases(c, t, release, floors, settings):
+    """Every critical with a warning at its signal (WARNED_BY, and each burn rate's pair) on
+    series that fire it: at no evaluation is it firing while its warning is not. A critical
+    rendered that is in neither WARNED_BY nor UNWARNED fails here: say which it is."""
+    sel = c.sel
+    _proof, _cap, levels = _proven(release)
+    lightest = str(levels[0]["concurrency"])
+    criticals = sorted({r["alert"] for r in c.alerts if r["labels"]["severity"] == "critical"})
+    paired = {r["alert"] for r in c.alerts if r["labels"]["severity"] == "warning"}
+    unsorted = [n for n in criticals if n not in WARNED_BY and n not in UNWARNED
+                and n not in paired]
+    assert not unsorted, f"criticals neither warned nor in UNWARNED: {unsorted}"
+    floor, cap = floors.get("min_decode_tok_s"), floors.get("max_ttft_ms")
+    measured = levels[0]["tok_s_per_user"] * (1 - settings["tolerance"])
+    for name in criticals:
+        if name == "SGLangBelowFloor":
+            between = (measured + floor) / 2 if measured < floor else floor * 0.9
+            for speed, why in ((between, "between the proven figure less the tolerance and the "
+                                "floor"), (floor * 0.7, "far below the floor")):
+                c.ordered(name, "SGLangSlowerThanProven", _speed(t, sel, speed, 1),
+                          f"{speed:g} tok/s per user, one stream: {why}", concurrency=lightest)
+            fine = Clock(settings["window"], per_window=20)
+            c.ordered(name, "SGLangSlowerThanProven",
+                      _requests_every(fine, sel, 240, floor * 0.7), "sparse requests below the floor",
+                      clock=fine, concurrency=lightest)
+        elif name == "SGLangFirstTokenAboveCap":
+            # Means above the cap whose p99 (in SGLang's buckets) stays under the proven p99
+            # x factor where the cap is below it: the p99 alone would not warn.
+            value = cap / 1000 * 1.1
+            series = (_histogram(t, sel, "sglang:time_to_first_token_seconds", TTFT_BUCKETS,
+                                 value, 4)
+                      + [{"series": f"sglang:num_running_reqs{{{sel}}}", "values": t.const(1)},
+                         _tokens(t, sel, 20)])
+            c.ordered(name, "SGLangSlowFirstToken", series,
+                      f"first tokens of {value * 1000:g} ms, one stream", concurrency=lightest)
+        elif name in paired:
+            c.ordered(name, name, _burst(c, t, name), "a fast burn from the start")
+
+
+def _burst(c, t, name):
+    """Series that burn the budget of `name` fast: half the requests fail."""
+    sel = c.sel
+    if name == "SGLangAbortBudgetBurn":
+        return [{"series": f"sglang:num_requests_total{{{sel}}}", "values": t.counter(10)},
+                {"series": f"sglang:num_aborted_requests_total{{{sel}}}", "values": t.counter(5)}]
+    if name == "SGLangFirstTokenBudgetBurn":
+        return _histogram(t, sel, "sglang:time_to_first_token_seconds", TTFT_BUCKETS, 300, 10)
+    if name == "SGLangHTTPErrorBudgetBurn":
+        return _http(t, sel, 5, 5)
+    raise AssertionError(f"no fast burn for {name}: add one")
+
+
+def _http(t, sel, ok, failed, endpoint="/v1/chat/completions"):
+    """SGLang's own HTTP metrics (http_request_metrics.py): `ok` answers 200 and `failed` 503
+    a second on `endpoint`, and /metrics scraped."""
+    def answered(path, method, status, per_s):
+        return {"series": f'sglang:http_responses_total{{{sel},endpoint="{path}",'
+                          f'method="{method}",status_code="{status}"}}', "values": t.counter(per_s)}
+    return [answered(endpoint, "POST", "200", ok), answered(endpoint, "POST", "503", failed),
+            answered("/metrics", "GET", "200", 1 / 15),
+            {"series": f'sglang:http_requests_total{{{sel},endpoint="{endpoint}",method="POST"}}',
+             "values": t.counter(ok + failed)}]
+
+
+def _http_cases(c, t):
+    """A host with no router: 5xx answers of SGLang's own HTTP server burn the budget; probes
+    that answer 503 (a drain) and scrapes are not the serving endpoints."""
+    if not c.has("SGLangHTTPErrorBudgetBurn"):
+        return
+    sel = c.sel
+    c.case("SGLangHTTPErrorBudgetBurn", _http(t, sel, 8, 2), True,
+           why="20% of the chat answers 503")
+    c.case("SGLangHTTPErrorBudgetBurn", _http(t, sel, 10, 0.001), False,
+           why="0.01% of the answers 5xx")
+    drain = _http(t, sel, 10, 0) + [
+        {"series": f'sglang:http_responses_total{{{sel},endpoint="/health",method="GET",'
+                   'status_code="503"}', "values": t.counter(5)}]
+    c.case("SGLangHTTPErrorBudgetBurn", drain, False, why="/health answers 503 (a drain)")
 
 
 def _latency_cases(c, t, release, settings):
@@ -381,7 +600,99 @@ def promtool_tests(rules, rules_file, host, release, floors, settings):
     _latency_cases(c, t, release, settings)
     _capacity_cases(c, t, release)
     _burn_cases(c, t, release)
+    _swing_cases(c, release, floors, settings)
+    _sparse_cases(c, release, floors, settings)
+    _http_cases(c, t)
+    _order_cases(c, t, release, floors, settings)
     return {"rule_files": [rules_file], "evaluation_interval": f"{t.step}s", "tests": c.tests}
+
+
+def router_tests(rules, rules_file, router, availability, duration="2m"):
+    """The promtool test file (a dict) for the rules sglang_monitoring_router_pack rendered for
+    `router`, on series as sglang-router 0.3.2 writes them (smg_worker_health{worker} 1/0/-1,
+    smg_worker_cb_state{worker} 0 closed / 1 open / 2 half-open / -1 removed,
+    smg_http_responses_total{status_code, error_code}); another router's series fire none of
+    this router's rules."""
+    t = Clock(duration)
+    sel = f'job="sglang-router",sglang_router="{router}"'
+    other = 'job="sglang-router",sglang_router="another-router"'
+    c = Cases(rules, router, t, sel=sel)
+    up = f"up{{{sel}}}"
+    c.case("SGLangRouterDown", [{"series": up, "values": t.const(0)}], True, kept=up)
+    c.case("SGLangRouterDown", [{"series": up, "values": t.const(1)}], False)
+    c.case("SGLangRouterTargetMissing", [{"series": f"up{{{other}}}", "values": t.const(1)}],
+           True, kept=up, why="the router's target gone from file_sd")
+    c.case("SGLangRouterTargetMissing", [{"series": up, "values": t.const(1)}], False)
+    worker = f'{sel},worker="http://10.0.0.11:30000"'
+    health, state = f"smg_worker_health{{{worker}}}", f"smg_worker_cb_state{{{worker}}}"
+    healthy = {"series": f'smg_worker_health{{{sel},worker="http://10.0.0.12:30000"}}',
+               "values": t.const(1)}
+    c.case("SGLangRouterWorkerUnhealthy", [{"series": health, "values": t.const(0)}, healthy],
+           True, kept=health)
+    for value, why in ((1, "healthy"), (-1, "removed by a deploy's drain")):
+        c.case("SGLangRouterWorkerUnhealthy", [{"series": health, "values": t.const(value)}],
+               False, why=why)
+    c.case("SGLangRouterWorkerUnhealthy",
+           [{"series": f'smg_worker_health{{{other},worker="http://10.0.0.11:30000"}}',
+             "values": t.const(0)}], False, why="another router's replica")
+    for value, why in ((1, "open"), (2, "half-open")):
+        c.case("SGLangRouterCircuitOpen", [{"series": state, "values": t.const(value)}], True,
+               kept=state, why=why)
+    for value, why in ((0, "closed"), (-1, "removed")):
+        c.case("SGLangRouterCircuitOpen", [{"series": state, "values": t.const(value)}], False,
+               why=why)
+    no_workers = (f'smg_http_responses_total{{{sel},status_code="503",'
+                  'error_code="no_available_workers"}')
+    c.case("SGLangRouterNoWorkers", [{"series": no_workers, "values": t.counter(1)}], True,
+           why="503 no_available_workers")
+    c.case("SGLangRouterNoWorkers",
+           [{"series": health, "values": t.const(0)},
+            {"series": f'smg_worker_health{{{sel},worker="http://10.0.0.12:30000"}}',
+             "values": t.const(0)}], True, why="no replica it holds is healthy")
+    c.case("SGLangRouterNoWorkers", [{"series": health, "values": t.const(0)}, healthy], False,
+           why="one replica of two healthy")
+
+    def answers(ok, failed, where=sel):
+        return [{"series": f'smg_http_responses_total{{{where},status_code="200",error_code=""}}',
+                 "values": t.counter(ok)},
+                {"series": f'smg_http_responses_total{{{where},status_code="502",'
+                           'error_code="backend_error"}', "values": t.counter(failed)}]
+    c.case("SGLangRouterErrorBudgetBurn", answers(8, 2), True, why="20% 5xx")
+    c.case("SGLangRouterErrorBudgetBurn", answers(10, 0.001 * 10 * (1 - availability)), False,
+           why="well within the budget")
+    c.case("SGLangRouterErrorBudgetBurn", answers(5, 5, other), False,
+           why="another router's 5xx")
+    c.ordered("SGLangRouterErrorBudgetBurn", "SGLangRouterErrorBudgetBurn", answers(5, 5),
+              "a fast burn from the start")
+    return {"rule_files": [rules_file], "evaluation_interval": f"{t.step}s", "tests": c.tests}
+
+
+def split(tests, rules, directory):
+    """`tests` as one promtool test file per set of alerts its cases judge, each with a rules
+    file of only those alerts and the recording rules they read (promtool evaluates every rule
+    of its files at every step of every case: the same verdicts, a fraction of the work).
+    Returns the test files' paths, for one `promtool test rules` run."""
+    directory = Path(directory)
+    alerts = [r for g in rules["groups"] for r in g["rules"] if "alert" in r]
+    records = [r for g in rules["groups"] for r in g["rules"] if "record" in r]
+    by_names = {}
+    for case in tests["tests"]:
+        names = {t["alertname"] for t in case["alert_rule_test"]}
+        for expr in case.get("promql_expr_test", []):
+            names |= set(re.findall(r'alertname="(\w+)"', expr["expr"]))
+        by_names.setdefault(tuple(sorted(names)), []).append(case)
+    paths = []
+    for i, (names, cases) in enumerate(sorted(by_names.items())):
+        kept = [r for r in alerts if r["alert"] in names]
+        read = [r for r in records if any(r["record"] in a["expr"] for a in kept)]
+        groups = [{"name": "records", "rules": read}] if read else []
+        rules_file = directory / f"rules-{i}.yml"
+        rules_file.write_text(yaml.safe_dump({"groups": groups + [
+            {"name": "alerts", "rules": kept}]}, sort_keys=False))
+        test_file = directory / f"tests-{i}.yml"
+        test_file.write_text(dump(dict(tests, rule_files=[str(rules_file)], tests=cases)))
+        paths.append(str(test_file))
+    return paths
 
 
 def counts(tests):

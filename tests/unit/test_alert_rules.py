@@ -1,7 +1,10 @@
 """promtool runs the alert rules sglang_monitoring_pack renders for the reference release against
 series as SGLang writes them (tests/support/alert_tests.py: its labels, its le="4.0", its
 counters growing when SGLang grows them), production shapes among them: long answers that do
-not finish in the window, bursty light load, counter resets, scrape gaps, a hung scheduler.
+not finish in the window, bursty light load, a load that swings around the proven capacity,
+sparse slow traffic, counter resets, scrape gaps, a hung scheduler, SGLang's own 5xx answers;
+for every critical with a warning at its signal, that it never fires first. The router's
+rules the same way, on sglang-router 0.3.2's series.
 The same cases run in molecule's default scenario on the rules the role wrote on a host.
 promtool is Debian's (scripts/install-host-packages.sh unpacks it into the cache; $PROMTOOL
 names another)."""
@@ -37,24 +40,54 @@ def promtool():
     return found
 
 
-def test_promtool_passes_every_case_on_the_rules_of_the_reference_release(tmp_path):
-    tool = promtool()
-    release = json.loads((DATA / "release-reference.json").read_text())
-    pack = mon.sglang_monitoring_pack(release, {"host": HOST, "address": "10.0.0.11:30000"},
-                                      FLOORS, SETTINGS)
-    rules = tmp_path / "rules.yml"
-    rules.write_text(yaml.safe_dump(pack["rules"], sort_keys=False))
-    tests = alert_tests.promtool_tests(pack["rules"], str(rules), HOST, release, FLOORS,
-                                       SETTINGS)
-    (tmp_path / "tests.yml").write_text(alert_tests.dump(tests))
-    checked = subprocess.run([tool, "check", "rules", str(rules)], capture_output=True,
+def _promtool(tool, tmp_path, rules, tests):
+    """promtool's check of `rules` and its run of `tests`, split by the alerts each case judges
+    (alert_tests.split: the same verdicts, a fraction of promtool's work)."""
+    path = tmp_path / "rules.yml"
+    path.write_text(yaml.safe_dump(rules, sort_keys=False))
+    checked = subprocess.run([tool, "check", "rules", str(path)], capture_output=True,
                              text=True, timeout=600)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    ran = subprocess.run([tool, "test", "rules", str(tmp_path / "tests.yml")],
-                         capture_output=True, text=True, timeout=600)
+    files = alert_tests.split(tests, rules, tmp_path)
+    ran = subprocess.run([tool, "test", "rules", *files], capture_output=True, text=True,
+                         timeout=600)
     fires, quiet = alert_tests.counts(tests)
     print(f"{len(tests['tests'])} promtool cases: {fires} where an alert fires, {quiet} where "
           "it stays quiet")
-    assert ran.returncode == 0 and "SUCCESS" in ran.stdout, (ran.stdout + ran.stderr)[-6000:]
-    names = {case["name"] for case in tests["tests"]}
+    assert ran.returncode == 0 and ran.stdout.count("SUCCESS") == len(files), \
+        (ran.stdout + ran.stderr)[-6000:]
+    return {case["name"] for case in tests["tests"]}
+
+
+# The profile's floor with no TTFT cap (the reference), and a cap below the proven p99 x factor
+# at the lightest level (620 ms), where a p99 alone would not warn before the cap's critical.
+@pytest.mark.parametrize("floors", [FLOORS, dict(FLOORS, max_ttft_ms=500)],
+                         ids=["floor", "floor-and-ttft-cap"])
+def test_promtool_passes_every_case_on_the_rules_of_the_reference_release(tmp_path, floors):
+    tool = promtool()
+    release = json.loads((DATA / "release-reference.json").read_text())
+    pack = mon.sglang_monitoring_pack(release, {"host": HOST, "address": "10.0.0.11:30000"},
+                                      floors, SETTINGS)
+    tests = alert_tests.promtool_tests(pack["rules"], "rules.yml", HOST, release, floors,
+                                       SETTINGS)
+    names = _promtool(tool, tmp_path, pack["rules"], tests)
     assert any("long healthy answers" in n for n in names)
+    assert any("swinging" in n and "fires" in n for n in names)
+    assert any("slow request every 7 min" in n for n in names)
+    assert any(n.startswith("SGLangHTTPErrorBudgetBurn fires") for n in names)
+    # Every critical with a warning at its signal has its ordered case.
+    ordered = {n.split(" never fires before ")[0] for n in names if " never fires before " in n}
+    criticals = {r["alert"] for g in pack["rules"]["groups"] for r in g["rules"]
+                 if "alert" in r and r["labels"]["severity"] == "critical"}
+    assert criticals - set(mon.UNWARNED) == ordered, (criticals, ordered)
+    if floors.get("max_ttft_ms"):
+        assert "SGLangFirstTokenAboveCap" in ordered
+
+
+def test_promtool_passes_every_case_on_the_rules_of_a_router(tmp_path):
+    tool = promtool()
+    pack = mon.sglang_monitoring_router_pack("router1", "127.0.0.1:29000", "2m", 0.995)
+    tests = alert_tests.router_tests(pack["rules"], "rules.yml", "router1", 0.995)
+    names = _promtool(tool, tmp_path, pack["rules"], tests)
+    assert {n.split(" ")[0] for n in names} == {
+        r["alert"] for g in pack["rules"]["groups"] for r in g["rules"] if "alert" in r}
