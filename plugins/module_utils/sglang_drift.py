@@ -26,13 +26,19 @@ import urllib.request
 try:
     from ansible_collections.sglang.deploy.plugins.module_utils.sglang_effective import effective
     from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import write_atomic
-except ImportError:  # run by the timer: the module wrote both beside this file (LIBRARY), and
+    from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import read_text
+except ImportError:  # run by the timer: the module wrote them beside this file (LIBRARY), and
     # Python puts a script's own directory first on its path
     from sglang_effective import effective  # type: ignore[no-redef]
     from sglang_files import write_atomic  # type: ignore[no-redef]
+    from sglang_read import read_text  # type: ignore[no-redef]
 
 # The files the timer runs, side by side in one directory (sglang_drift module).
-LIBRARY = ("sglang_drift", "sglang_effective", "sglang_files")
+LIBRARY = ("sglang_drift", "sglang_effective", "sglang_files", "sglang_read")
+# What root reads here that the service user may write (the key file is the service user's):
+# a bounded read of a regular file, its last component never a link followed. A key file is
+# bytes; a manifest is kilobytes.
+KEY_CAP, MANIFEST_CAP = 64 * 1024, 8 << 20
 # The textfile's temp name while it is written: a dot and no .prom, so node_exporter skips it.
 OUT_PREFIX = ".sglang-drift."
 
@@ -59,8 +65,8 @@ def recorded(base_dir):
         raise Unknown("no_record", f"{link} is not a link to a release")
     release = os.path.basename(os.path.realpath(link))
     try:
-        with open(os.path.join(link, "manifest.json"), encoding="utf-8") as handle:
-            manifest = json.load(handle)
+        manifest = json.loads(read_text(os.path.join(link, "manifest.json"), MANIFEST_CAP,
+                                        follow=False))
     except (OSError, ValueError) as exc:
         raise Unknown("no_record", f"release {release}: cannot read manifest.json ({exc})",
                       release) from None
@@ -75,12 +81,18 @@ def recorded(base_dir):
 
 
 def _key(secrets):
-    if not secrets or not os.path.exists(secrets):
+    """The key the check sends: the admin key, else the API key, of the key file (none: "").
+    The file is the service user's: a link, a FIFO or an oversized file there is a named
+    failure (sglang_read says which, never the content), published as such."""
+    if not secrets or not os.path.lexists(secrets):
         return ""
     try:
-        with open(secrets, encoding="utf-8") as handle:
-            keys = json.load(handle)
-    except (OSError, ValueError) as exc:
+        keys = json.loads(read_text(secrets, KEY_CAP, follow=False))
+    except OSError as exc:
+        # The path and what is wrong with it (a link, a FIFO, its size): no content.
+        raise Unknown("no_key", f"cannot read the key file {secrets}: "
+                                f"{exc.strerror or exc}") from None
+    except ValueError as exc:
         raise Unknown("no_key", f"cannot read the key file {secrets} ({type(exc).__name__})") from None
     return (keys.get("admin-api-key") or keys.get("api-key") or "") if isinstance(keys, dict) else ""
 

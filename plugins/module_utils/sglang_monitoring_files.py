@@ -9,16 +9,19 @@ that write would change nothing, and never on a guess.
 import hashlib
 import inspect
 import os
+import stat
 import sys
 
 from ansible_collections.sglang.deploy.plugins.module_utils import (
-    sglang_drift, sglang_effective, sglang_files)
+    sglang_drift, sglang_effective, sglang_files, sglang_read)
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import existing_text
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import show
 
 # The drift check's program: these modules' sources, side by side (sglang_drift.LIBRARY).
 SOURCES = {"sglang_drift": sglang_drift, "sglang_effective": sglang_effective,
-           "sglang_files": sglang_files}
+           "sglang_files": sglang_files, "sglang_read": sglang_read}
+# What root runs or systemd loads is root's and written by root alone: these modes, owner 0.
+FILE_MODE, DIR_MODE = 0o644, 0o755
 
 
 class MonitoringFileError(Exception):
@@ -64,11 +67,54 @@ def pack_changes(directory, digests):
 
 # The drift check (sglang_drift) ---------------------------------------------------------------
 
+def attributes_differ(path, mode=FILE_MODE):
+    """Whether the file at `path` is other than a regular file of `mode` owned by root:root (a
+    file root runs or systemd loads; a missing one differs too)."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return True
+    return not stat.S_ISREG(info.st_mode) or stat.S_IMODE(info.st_mode) != mode \
+        or (info.st_uid, info.st_gid) != (0, 0)
+
+
+def writable_by_another(directory):
+    """The first of `directory` and its parents that an account other than root (and the one
+    running this) can write to or replace entries of: a link, a directory another account owns,
+    or one writable by its group or by all that is not sticky (a root-owned sticky directory
+    such as /tmp lets no other account replace what root made in it). None when there is none.
+    Root runs code from `directory`: such a directory is refused, never written into."""
+    trusted = {0, os.geteuid()}
+    path = os.path.abspath(directory)
+    while True:
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            info = None
+        if info is not None and (
+                stat.S_ISLNK(info.st_mode) or info.st_uid not in trusted
+                or (info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX)):
+            return path
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
+
+
 def program_changes(directory):
     """The names of the check's files under `directory` that differ from the sources this
-    collection carries (each written whole as inspect.getsource gives it)."""
+    collection carries (each written whole as inspect.getsource gives it), or whose mode or
+    owner differ (FILE_MODE, root:root). MonitoringFileError when `directory` or a parent is one
+    another account can write: root runs this program."""
+    unsafe = writable_by_another(directory)
+    if unsafe:
+        raise MonitoringFileError(
+            f"{unsafe} can be written by an account other than root, and root runs the drift "
+            f"check from {directory}: make it root's, not group- or world-writable "
+            "(chown root:root, chmod go-w), or set sglang_base_dir elsewhere")
     return [name for name in sglang_drift.LIBRARY
-            if existing_text(os.path.join(directory, f"{name}.py"))
+            if attributes_differ(os.path.join(directory, f"{name}.py"))
+            or existing_text(os.path.join(directory, f"{name}.py"))
             != inspect.getsource(SOURCES[name])]
 
 
@@ -86,9 +132,10 @@ def unit_texts(units, units_dir):
 
 
 def unit_changes(units, units_dir):
-    """[(name, path, text)] of the units whose file differs."""
+    """[(name, path, text)] of the units whose file differs, by content, mode or owner
+    (FILE_MODE, root:root: systemd loads them as root)."""
     return [(name, path, text) for name, path, text in unit_texts(units, units_dir)
-            if existing_text(path) != text]
+            if attributes_differ(path) or existing_text(path) != text]
 
 
 def textfile_dir_missing(out):

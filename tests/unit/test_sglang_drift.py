@@ -114,7 +114,7 @@ def test_a_setting_the_release_did_not_record_is_not_drift(standin, tmp_path):
 
 
 def test_the_module_installs_the_program_the_timer_runs_and_it_runs_alone(standin, tmp_path):
-    """What the timer runs is the three files the module wrote, with no Ansible on the path."""
+    """What the timer runs is the four files the module wrote, with no Ansible on the path."""
     url, engine = standin(**ARGS)
     (tmp_path / "base").mkdir()
     base = released(tmp_path / "base", engine.server_info())
@@ -125,7 +125,7 @@ def test_the_module_installs_the_program_the_timer_runs_and_it_runs_alone(standi
     assert not os.path.exists(params["out"]) and planned["check"]["ok"] is True
     first = module.run(params, check_mode=False)
     assert first["changed"] and sorted(os.listdir(params["dir"])) == [
-        "sglang_drift.py", "sglang_effective.py", "sglang_files.py"]
+        "sglang_drift.py", "sglang_effective.py", "sglang_files.py", "sglang_read.py"]
     assert module.run(params, check_mode=False)["changed"] is False
     engine.knobs.resolved = {"attention_backend": "triton"}
     out = tmp_path / "timer.prom"
@@ -310,3 +310,78 @@ def test_a_record_with_none_of_the_settings_is_unknown_not_a_clean_bill(standin,
     assert "recorded none of the settings" in result["reason"]
     assert series(drift.prom(result, "gpu1"))[
         'sglang_drift_check_success{sglang_host="gpu1",release="20261203T120000Z-abc123"}'] == 0
+
+
+@pytest.mark.parametrize("plant", ["fifo", "link", "huge"])
+def test_a_key_file_the_service_user_turned_hostile_is_a_published_failure(standin, tmp_path, plant):
+    """Issue 55, part 2: the key file is the service user's (0600, its owner), and the timer
+    reads it as root. A FIFO there held the read for ever, a link to a file only root reads was
+    read and its content sent as the key, a huge file was read until memory ran out. Each is a
+    named failure now, published as the check's failure (never a stale success), its content
+    never shown."""
+    url, engine = standin(**ARGS, **{"api-key": "k" * 32})
+    base = released(tmp_path, engine.server_info())
+    secrets = tmp_path / "secrets.json"
+    if plant == "fifo":
+        os.mkfifo(secrets)
+    elif plant == "link":
+        (tmp_path / "root-only").write_text(json.dumps({"api-key": "r" * 32}))
+        secrets.symlink_to(tmp_path / "root-only")
+    else:
+        secrets.write_text(json.dumps({"api-key": "k" * 32, "pad": "x" * drift.KEY_CAP}))
+    result = drift.check(base, url, str(secrets))
+    assert result["ok"] is None and result["kind"] == "no_key", result
+    assert str(secrets) in result["reason"] and "r" * 32 not in json.dumps(result)
+    out = tmp_path / "sglang.prom"
+    drift.publish(str(out), result, "gpu1")
+    assert "sglang_drift_check_success{" in out.read_text() and \
+        re.search(r"sglang_drift_check_success\{[^}]*\} 0", out.read_text())
+
+
+def test_a_manifest_that_is_a_link_is_not_followed(standin, tmp_path):
+    url, engine = standin(**ARGS)
+    base = released(tmp_path, engine.server_info())
+    manifest = os.path.join(base, "current", "manifest.json")
+    os.rename(manifest, manifest + ".real")
+    os.symlink(manifest + ".real", manifest)
+    result = drift.check(base, url)
+    assert result["ok"] is None and result["kind"] == "no_record", result
+
+
+def test_the_program_and_units_are_compared_by_mode_and_owner_and_repaired(tmp_path):
+    """Issue 55, part 3: the drift program and its units, which root runs and systemd loads,
+    are state by content, mode and owner: a chmod 666 or a chown to another account is a change
+    the re-run's read names and the install repairs; a program directory another account can
+    write is refused, since root runs code from it."""
+    from ansible_collections.sglang.deploy.plugins.module_utils import sglang_monitoring_files as files
+
+    directory = tmp_path / "monitoring"
+    assert module.install(str(directory), check_mode=False)
+    assert files.program_changes(str(directory)) == []
+    (directory / "sglang_read.py").chmod(0o666)
+    assert files.program_changes(str(directory)) == ["sglang_read"]
+    assert module.install(str(directory), check_mode=False) == ["sglang_read"]
+    assert oct((directory / "sglang_read.py").stat().st_mode & 0o777) == "0o644"
+    if os.geteuid() == 0:
+        os.chown(directory / "sglang_files.py", 65534, 65534)
+        assert files.program_changes(str(directory)) == ["sglang_files"]
+        module.install(str(directory), check_mode=False)
+        assert (directory / "sglang_files.py").stat().st_uid == 0
+    units = tmp_path / "units"
+    units.mkdir()
+    wanted = [{"name": "sglang-drift.service", "content": "[Service]\nExecStart=@PYTHON@ x\n"}]
+    [(name, path, text)] = files.unit_changes(wanted, str(units))
+    (units / name).write_text(text)
+    (units / name).chmod(0o644)
+    assert files.unit_changes(wanted, str(units)) == []
+    (units / name).chmod(0o664)
+    assert [n for n, _p, _t in files.unit_changes(wanted, str(units))] == [name]
+    directory.chmod(0o777)
+    with pytest.raises(files.MonitoringFileError, match="can be written by an account other"):
+        files.program_changes(str(directory))
+    directory.chmod(0o755)
+    # A sticky directory of root's (as /tmp) lets no other account replace root's entries.
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    assert files.writable_by_another(str(sticky / "monitoring")) is None
