@@ -268,6 +268,20 @@ def record_tree(path, link_mode):
             "tree": tree(path, at_ns, ctime=link_mode != "hardlink")}
 
 
+def old_form(marker):
+    """Whether `marker` recorded its tree in an older form than TREE_VERSION (form 1: an older
+    release of this project), in which a same-size edit with its mtime put back, or a replaced
+    .pyc, is not seen."""
+    return marker.get("tree_version") != TREE_VERSION or not isinstance(marker.get("tree"), dict)
+
+
+def rerecorded(path, marker):
+    """`marker` with its tree recorded again in today's form: done once, by the build step, for
+    an env that is intact in the form it was recorded in (what changed before then cannot be
+    told; what changes after is seen)."""
+    return dict(marker, **record_tree(path, marker.get("link_mode", "copy")))
+
+
 def tree_again(path, marker):
     """The tree read again in the form its marker recorded it."""
     if marker.get("tree_version") == TREE_VERSION and isinstance(marker.get("tree_at_ns"), int):

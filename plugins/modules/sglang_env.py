@@ -135,6 +135,12 @@ recovered:
   description: What a cut run had left under C(envs/) and this task put back or removed.
   type: list
   returned: always
+rerecorded:
+  description: Whether the env's tree was recorded again in today's form (once, for a marker
+    an older release of this project wrote, which does not see a same-size edit with its mtime
+    put back nor a replaced C(.pyc)); the env was intact in the form it was recorded in.
+  type: bool
+  returned: always
 """
 
 import datetime
@@ -291,12 +297,22 @@ def present(p, check_mode=False, run=None):
             recovered = envs.recover(base_dir)
     state = check(base_dir, env)
     result = {"id": env, "path": state["path"], "built": False, "changed": False,
-              "recovered": [] if check_mode else recovered}
+              "rerecorded": False, "recovered": [] if check_mode else recovered}
     if state["complete"] and (state["intact"] or not p["rebuild"]):
         if not state["intact"]:
             raise EnvError(f"{envs.refusal(state)}; refused. Deploy with "
                            "sglang_env_rebuild=true to build it again")
-        return dict(result, digest=state["digest"], packages=state["marker"].get("packages", []))
+        result = dict(result, digest=state["digest"], packages=state["marker"].get("packages", []))
+        if envs.old_form(state["marker"]):
+            # Recorded by an older release of this project: recorded again once, in the form
+            # that sees a same-size edit with its mtime put back and a replaced .pyc.
+            if not check_mode:
+                with envs.lock(base_dir):
+                    marker = envs.rerecorded(state["path"], envs.read_marker(state["path"]))
+                    write_atomic(os.path.join(state["path"], MARKER),
+                                 json.dumps(marker, indent=2, sort_keys=True) + "\n", 0o644)
+            result.update(changed=True, rerecorded=True)
+        return result
     result.update(built=True, changed=True, digest=None, packages=[])
     if check_mode:
         return result

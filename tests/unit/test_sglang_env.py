@@ -6,6 +6,7 @@ Real venvs, real uv and pip, offline: the packages are tiny wheels made here, in
 
 import base64
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -510,3 +511,35 @@ def test_the_packages_read_in_parallel_give_the_digests_read_in_one_process(tmp_
     (site / "pkg7/sub/m.py").write_text("edited in place")
     assert envs.tree_changes(alone, envs.tree(str(env))) == [
         "lib/python3.11/site-packages/pkg7"]
+
+
+@pytest.mark.slow
+def test_a_marker_an_older_release_wrote_is_recorded_again_once_then_sees_a_same_size_edit(
+        tmp_path, wheels):
+    """Issue 55, part 4: a marker of form 1 (written by an older release of this project, no
+    ctime, no bytecode) did not see a same-size edit with its mtime put back. The build step
+    records such an env's tree again once, when it is intact in its own form; after that the
+    switch's check names such an edit."""
+    base = tmp_path / "base"
+    first = envmod.present(_params(base, wheels))
+    path = Path(first["path"])
+    marker = envs.read_marker(str(path))
+    old = {k: v for k, v in marker.items() if k not in ("tree_version", "tree_at_ns")}
+    old["tree"] = envs.tree(str(path))  # form 1, as releases before issue 50 wrote it
+    (path / envs.MARKER).write_text(json.dumps(old))
+    assert envs.old_form(envs.read_marker(str(path)))
+    module_file = next(path.glob("lib/python*/site-packages/sglang/*.py"))
+    time.sleep(0.02)
+    _same_size_edit(module_file, b"y")
+    # Form 1 cannot see it: intact in its own form, recorded again (check mode says it would).
+    assert envmod.present(_params(base, wheels), check_mode=True)["rerecorded"] is True
+    assert envs.old_form(envs.read_marker(str(path)))  # check mode wrote nothing
+    again = envmod.present(_params(base, wheels))
+    assert again["rerecorded"] and again["changed"] and not again["built"]
+    assert not envs.old_form(envs.read_marker(str(path)))
+    then = envmod.present(_params(base, wheels))
+    assert not then["rerecorded"] and not then["changed"]
+    time.sleep(0.02)
+    _same_size_edit(module_file, b"z")
+    with pytest.raises(envmod.EnvError, match="changed since it was built"):
+        envmod.present(_params(base, wheels))
