@@ -168,8 +168,10 @@ exec_start_pre:
   returned: always
 env:
   description: "The env of O(requirements) when O(envs_base_dir) is given: {id, path, complete,
-    intact, changed}; C(intact) false (C(changed) names the packages) when something was
-    installed, removed or edited in a built env since it was built (true for one not built)."
+    intact, changed, old_form}; C(intact) false (C(changed) names the packages) when something
+    was installed, removed or edited in a built env since it was built (true for one not built);
+    C(old_form) true when an older release of this project recorded its tree, in a form that
+    misses a same-size edit with its mtime put back (the env step records it again once)."
   type: dict
   returned: when envs_base_dir is given
 serving:
@@ -207,7 +209,7 @@ import zipfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_envs import (
-    EnvError, check, env_id, link_target, python_identity, spec_of)
+    EnvError, check, env_id, link_target, old_form, python_identity, spec_of)
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_pip import check as check_packages
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_releases import serving
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import systemd_version
@@ -409,7 +411,7 @@ def judge(facts, cuda_min_driver, hardening):
 
 
 def planned_env(p):
-    """{id, path, complete, intact, changed} of the env the requirements define
+    """{id, path, complete, intact, changed, old_form} of the env the requirements define
     (O(envs_base_dir)), or None. A package installed into it by hand (or removed, or a file
     edited in place) makes it not intact: a re-run then takes the whole path, where the env step
     names it and refuses (or, with sglang_env_rebuild, builds it again)."""
@@ -419,7 +421,8 @@ def planned_env(p):
                    p["no_deps"])
     state = check(p["envs_base_dir"], env_id(spec))
     return dict({key: state[key] for key in ("id", "path", "complete", "changed")},
-                intact=state["intact"] or not state["complete"])
+                intact=state["intact"] or not state["complete"],
+                old_form=bool(state["complete"] and old_form(state["marker"])))
 
 
 def link_failures(p):

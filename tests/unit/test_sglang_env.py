@@ -528,6 +528,13 @@ def test_a_marker_an_older_release_wrote_is_recorded_again_once_then_sees_a_same
     old["tree"] = envs.tree(str(path))  # form 1, as releases before issue 50 wrote it
     (path / envs.MARKER).write_text(json.dumps(old))
     assert envs.old_form(envs.read_marker(str(path)))
+    # The re-run's read takes the whole path once for it (host/read_changes.yml).
+    prereqs = load_module("sglang_host_prereqs")
+    params = _params(base, wheels)
+    planned = prereqs.planned_env({"envs_base_dir": str(base), "python": sys.executable,
+                                   "requirements": params["requirements"],
+                                   "install_options": params["options"], "no_deps": True})
+    assert planned["id"] == first["id"] and planned["old_form"] and planned["intact"]
     module_file = next(path.glob("lib/python*/site-packages/sglang/*.py"))
     time.sleep(0.02)
     _same_size_edit(module_file, b"y")
@@ -539,6 +546,10 @@ def test_a_marker_an_older_release_wrote_is_recorded_again_once_then_sees_a_same
     assert not envs.old_form(envs.read_marker(str(path)))
     then = envmod.present(_params(base, wheels))
     assert not then["rerecorded"] and not then["changed"]
+    assert not prereqs.planned_env({"envs_base_dir": str(base), "python": sys.executable,
+                                    "requirements": params["requirements"],
+                                    "install_options": params["options"],
+                                    "no_deps": True})["old_form"]
     time.sleep(0.02)
     _same_size_edit(module_file, b"z")
     with pytest.raises(envmod.EnvError, match="changed since it was built"):
