@@ -194,14 +194,20 @@ def acquire(base_dir, run_id, owner="", stale_after=7200, break_stale=False, now
 
 
 def release(base_dir, run_id):
+    """Remove the lock when `run_id` holds it. Under the guard, as every taking and breaking:
+    else a run that broke this one's lock as stale between the read and the unlink would have
+    its own lock removed, and a third run would then take it beside it."""
     path = os.path.join(base_dir, LOCK)
-    held = _read(path)
-    if held is None:
+    if not os.path.lexists(path):
         return False, {}
-    if held.get("run_id") != run_id:
-        return False, held
-    os.unlink(path)
-    return True, held
+    with _guard(base_dir):
+        held = _read(path)
+        if held is None:
+            return False, {}
+        if held.get("run_id") != run_id:
+            return False, held
+        os.unlink(path)
+        return True, held
 
 
 def main():

@@ -119,3 +119,36 @@ def test_a_run_that_takes_its_lock_again_renews_it_so_a_long_sweep_is_never_stal
         lock.acquire(str(tmp_path), "deploy", stale_after=7200, break_stale=True,
                      now=lambda: clock["now"] + 60)
     assert sorted(os.listdir(tmp_path)) == [".deploy.lock", ".deploy.lock.guard"]  # no temp left
+
+
+def test_a_release_never_removes_the_lock_a_breaker_took_meanwhile(tmp_path, monkeypatch):
+    """Round seven (issue 55): the release read the lock, then unlinked it, outside the guard.
+    A run that broke the releasing run's lock as stale in between had its own lock removed, and
+    a third run could then take the host beside it. Now the release holds the guard: the breaker
+    waits, then takes the lock, and keeps it."""
+    import threading
+
+    base = str(tmp_path)
+    assert lock.acquire(base, "slow", now=lambda: 1000.0)[0]
+    real_read, inside, go, taken = lock._read, threading.Event(), threading.Event(), []
+
+    def paused(path):
+        held = real_read(path)
+        if threading.current_thread().name == "releaser":
+            inside.set()
+            go.wait(30)
+        return held
+
+    monkeypatch.setattr(lock, "_read", paused)
+    releaser = threading.Thread(target=lock.release, args=(base, "slow"), name="releaser")
+    releaser.start()
+    assert inside.wait(30), "the release did not read the lock"
+    breaker = threading.Thread(target=lambda: taken.append(lock.acquire(
+        base, "new", stale_after=7200, break_stale=True, now=lambda: 1000.0 + 7201)))
+    breaker.start()
+    breaker.join(2)  # the old code let it break and take the lock here
+    go.set()
+    releaser.join(30)
+    breaker.join(30)
+    assert taken and taken[0][0] is True
+    assert json.loads((tmp_path / ".deploy.lock").read_text())["run_id"] == "new"
