@@ -39,6 +39,18 @@ print(json.dumps({"uid": os.getuid(), "gid": os.getgid(), "groups": sorted(os.ge
 """
 
 
+# What in the run's environment chooses the code a Python (or any program) run as root loads:
+# the interpreter's own variables and the dynamic loader's. A unit gets none of them.
+CODE_CHOOSERS = ("PYTHON", "LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH")
+
+
+def inherited(environ):
+    """The run's environment less CODE_CHOOSERS, for a program run outside a unit (no systemd,
+    or a program that is not the server's): PYTHONPATH or LD_PRELOAD there would run another
+    account's code as root."""
+    return {key: value for key, value in environ.items() if not key.startswith(CODE_CHOOSERS)}
+
+
 def systemd_running():
     return os.path.isdir("/run/systemd/system") and shutil.which("systemd-run") is not None
 

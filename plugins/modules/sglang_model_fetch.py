@@ -138,6 +138,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_fetch_worker as worker
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_sandbox as sandboxes
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import number, read_text
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt
 
@@ -254,7 +255,8 @@ def start(params, work):
     for stale in ("state.json", "pid"):
         if os.path.exists(os.path.join(work, stale)):
             os.unlink(os.path.join(work, stale))
-    env = dict(os.environ, HF_HUB_DISABLE_PROGRESS_BARS="1")
+    # Run as root: nothing of the run's environment chooses the code it loads (PYTHONPATH).
+    env = dict(sandboxes.inherited(os.environ), HF_HUB_DISABLE_PROGRESS_BARS="1")
     env.pop("HF_TOKEN", None)
     if params["token"]:
         env["HF_TOKEN"] = params["token"]

@@ -283,7 +283,7 @@ def _probe_command(params, python, release_env, stack):
     possible (the environment from the release's env file, or before it exists from a private
     file `stack` removes after the run), else unsandboxed with the release's environment."""
     sandbox = params.get("sandbox") or {}
-    env = dict(os.environ)
+    env = sandboxes.inherited(os.environ)
     refusal = sandboxes.refusal(sandbox) if sandbox else "no sandbox asked for"
     if refusal is None:
         env_file = sandbox.get("env_file")

@@ -48,3 +48,31 @@ def test_the_benchmark_inherits_no_python_or_hub_variable():
     assert child["PATH"] == "/usr/bin" and child["OPENAI_API_KEY"] == "sk-new"
     assert not [k for k in child if k.startswith(("PYTHONPATH", "PYTHONHOME", "HF_TOKEN"))]
     assert json.dumps(child).count("sk-new") == 1 and os.sep in child["HOME"]
+
+
+@pytest.mark.parametrize("name", ["PYTHONPATH", "PYTHONSTARTUP", "LD_PRELOAD", "LD_LIBRARY_PATH"])
+def test_root_runs_no_code_the_runs_environment_chooses(name, monkeypatch, tmp_path):
+    """Round seven (issue 55): the resolution run without a sandbox and the model fetch's
+    worker are Pythons run as root with the run's environment: a PYTHONPATH or an LD_PRELOAD in
+    it ran another account's code as root. Both now leave such variables out; the sandboxed
+    resolution gets its environment from the unit's env file alone."""
+    monkeypatch.setenv(name, str(tmp_path / "evil"))
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy:3128")  # the run's other settings stay
+    resolve = load_module("sglang_resolve")
+    with contextlib.ExitStack() as stack:
+        _argv, env, how = resolve._probe_command({}, sys.executable, {"HF_HUB_OFFLINE": "1"}, stack)
+    assert not how["used"] and name not in env and env["HF_HUB_OFFLINE"] == "1"
+    assert env["HTTPS_PROXY"] == "http://proxy:3128"
+    fetch = load_module("sglang_model_fetch")
+    seen = {}
+
+    class Popen:
+        def __init__(self, argv, env, **kwargs):
+            seen.update(env)
+            self.pid = 1
+
+    monkeypatch.setattr(fetch.subprocess, "Popen", Popen)
+    fetch.start({"repo": "org/model", "revision": "main", "local_dir": str(tmp_path / "model"),
+                 "allow_patterns": [], "offline": True, "min_free_gb": 0, "token": "",
+                 "venv": str(tmp_path / "venv")}, str(tmp_path / "work"))
+    assert seen and name not in seen and seen["HTTPS_PROXY"] == "http://proxy:3128"
