@@ -86,6 +86,45 @@ def baseline_for(releases, proving):
     return good[-1] if good else {}
 
 
+def previous_good(releases, current):
+    """The id of the newest release proven good that is not `current` (None when there is
+    none): the default rollback target, which cleanup never deletes."""
+    return baseline_for(releases, current).get("id")
+
+
+def rollback_target(releases, current, serving=None, asked="", replaced=None):
+    """The release a rollback returns to, for both paths: {target (its manifest, {} when there is
+    none), unfinished, why}. `releases` oldest first (the listing), `current` the release the
+    current link names.
+
+    The automatic rollback after a failed deploy (`replaced`: the release that deploy replaced,
+    as it was current before the switch): that one when it is good, else the newest good
+    release other than current.
+
+    The rollback by hand (`replaced` None): `asked` (sglang_rollback_to) when given; else a
+    rollback cut after its switch is finished (`unfinished`: the unit's process, `serving`,
+    is the release rolled back from, marked so before the switch; or none runs and `asked` is
+    current), its target current; else the newest good release other than current."""
+    by_id = {m.get("id"): m for m in releases}
+    if replaced is not None:
+        pick = replaced if (by_id.get(replaced) or {}).get("status") == "good" \
+            else previous_good(releases, current)
+        why = "the release the deploy replaced" if pick == replaced else "the newest good release"
+        return {"target": by_id.get(pick) or {}, "unfinished": False,
+                "why": why if pick else "no good release to restore"}
+    unfinished = bool(
+        (serving is not None and serving != current
+         and (by_id.get(serving) or {}).get("status") == "rolled-back")
+        or (serving is None and bool(asked) and asked == current))
+    if asked:
+        pick, why = asked, "asked (sglang_rollback_to)"
+    elif unfinished:
+        pick, why = current, "a rollback cut after its switch, finished"
+    else:
+        pick, why = previous_good(releases, current), "the newest good release other than current"
+    return {"target": by_id.get(pick) or {}, "unfinished": unfinished, "why": why}
+
+
 def last_verdict_good(manifest):
     """Whether a release's last verdict was good: proven (`proven`, set when it was marked good)
     and not failed since. A release a by-hand rollback left keeps both stamps (it is marked

@@ -303,8 +303,8 @@ from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import 
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_packages import PackageSetError, package_lines
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import read_bytes
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_releases import (
-    ID_RE, MANIFEST, ReleaseError, baseline_for, last_verdict_good, read_current, read_manifest,
-    release_path)
+    ID_RE, MANIFEST, ReleaseError, baseline_for, last_verdict_good, previous_good, read_current,
+    read_manifest, release_path)
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import redact_env_text
 
 PACKAGES = "packages.txt"
@@ -815,10 +815,9 @@ def info(base_dir, release=None, proving=None):
     release as `proven` (sglang_releases.baseline_for: the newest good release but it)."""
     current = read_current(base_dir)
     releases = [dict(m, env_ready=_env_ready(base_dir, m.get("env"))) for m in _listing(base_dir)]
-    good = [m["id"] for m in releases if m.get("status") == "good" and m["id"] != current]
     cur = next((m for m in releases if m["id"] == current), None)
     found = {"changed": False, "current": current, "releases": releases,
-             "previous_good": good[-1] if good else None,
+             "previous_good": previous_good(releases, current),
              "drift": drift(base_dir, current, cur) if cur else []}
     if release is not None:
         found["proven"] = next((m for m in releases if m["id"] == release
