@@ -14,6 +14,11 @@ first chunk goes out, the inter-token histogram at every later chunk (its sum gr
 chunk's interval, its count by the chunk's tokens), and the request's prompt and generation
 tokens, request count and latencies only when it finishes; the scheduler's gauges at each
 report (here: each scrape), a decode forward pass per chunk.
+
+SGLang's HTTP metrics (`sglang/srt/observability/http_request_metrics.py`, its middleware
+track_http_status_code, with --enable-metrics) the same way: SGLang's own `_HttpRequestMetrics`
+where the full install is, else prometheus_client with its names and labels; the server counts
+them at SGLang's moments (HttpMetrics below).
 """
 
 import os
@@ -40,6 +45,76 @@ QUEUE_COUNTS = ("num_running_reqs", "num_queue_reqs")  # QueueCount in Scheduler
 
 class MetricsError(RuntimeError):
     pass
+
+
+class HttpMetrics:
+    """SGLang's HTTP middleware's moments (http_request_metrics.py, track_http_status_code),
+    over its `_HttpRequestMetrics` or the copy: a request counted and active when it reaches the
+    middleware (after the API key's, which answers a refused one before it), its answer counted
+    with its status once the app has sent all of it (the patched call_next awaits the whole
+    response, a stream's last chunk included), active no more then; a request whose app raised
+    has no answer counted. `endpoint` is the route's path (for a path no route serves, the
+    path itself, as _get_fastapi_request_path gives)."""
+
+    def __init__(self, metrics):
+        self.m = metrics
+
+    def begin(self, endpoint, method, routing_key=None):
+        self.m.requests_total.labels(endpoint=endpoint, method=method).inc()
+        self.m.requests_active.labels(endpoint=endpoint, method=method).inc()
+        if routing_key:
+            self.m.routing_keys_active.inc(routing_key)
+
+    def answered(self, endpoint, method, status):
+        self.m.responses_total.labels(endpoint=endpoint, method=method,
+                                      status_code=str(status)).inc()
+
+    def end(self, endpoint, method, routing_key=None):
+        self.m.requests_active.labels(endpoint=endpoint, method=method).dec()
+        if routing_key:
+            self.m.routing_keys_active.dec(routing_key)
+
+
+class _RefCountedGauge:
+    """SGLang's RefCountedGauge: the gauge counts distinct keys with a request active."""
+
+    def __init__(self, gauge):
+        self._gauge, self._refcount = gauge, {}
+
+    def inc(self, key):
+        if key in self._refcount:
+            self._refcount[key] += 1
+        else:
+            self._refcount[key] = 1
+            self._gauge.inc()
+
+    def dec(self, key):
+        if key in self._refcount:
+            self._refcount[key] -= 1
+            if self._refcount[key] == 0:
+                del self._refcount[key]
+                self._gauge.dec()
+
+
+class _CopiedHttpMetrics:
+    """_HttpRequestMetrics of SGLang 0.5.23: its names, label names and documentation."""
+
+    def __init__(self, registry):
+        from prometheus_client import Counter, Gauge
+
+        self.requests_total = Counter(
+            "sglang:http_requests_total", "Total number of HTTP requests by endpoint and method",
+            ["endpoint", "method"], registry=registry)
+        self.responses_total = Counter(
+            "sglang:http_responses_total",
+            "Total number of HTTP responses by endpoint and status code",
+            ["endpoint", "status_code", "method"], registry=registry)
+        self.requests_active = Gauge(
+            "sglang:http_requests_active", "Number of currently active HTTP requests",
+            ["endpoint", "method"], registry=registry)
+        self.routing_keys_active = _RefCountedGauge(Gauge(
+            "sglang:routing_keys_active", "Number of unique routing keys with active requests",
+            registry=registry))
 
 
 def create(model_name, choice=None):
@@ -86,6 +161,11 @@ class SGLangCollectors:
         self.tokenizer = mc.TokenizerMetricsCollector(server_args=None, labels=self.labels)
         self.scheduler = mc.SchedulerMetricsCollector(
             labels={**self.labels, **SCHEDULER_RANKS}, server_args=None)
+        # As SGLang's lifespan does with --enable-metrics (http_server.py); once a process.
+        from sglang.srt.observability import http_request_metrics
+
+        http_request_metrics.init_http_request_metrics()
+        self.http = HttpMetrics(http_request_metrics._http_request_metrics)
 
     def report(self, values):
         stats = self._mc.SchedulerStats()
@@ -142,6 +222,7 @@ class CopiedCollectors:
                        for name in GAUGES}
         self.ranks = {**self.labels, **SCHEDULER_RANKS}
         self.tokenizer, self.scheduler = self, self
+        self.http = HttpMetrics(_CopiedHttpMetrics(self.registry))
 
     # -- TokenizerMetricsCollector's methods, as SGLang 0.5.23 defines them ------------------
     def observe_time_to_first_token(self, labels, value, *, stream):

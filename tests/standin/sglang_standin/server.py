@@ -17,7 +17,41 @@ OPEN_PREFIXES = ("/health", "/ready", "/metrics")
 
 class Handler(BaseHTTPRequestHandler):
     engine = None  # set by serve()
+    http = None  # SGLang's HTTP metrics (metrics.HttpMetrics), with --enable-metrics
     protocol_version = "HTTP/1.1"
+    _status = None
+    _counting = None  # (endpoint, method, routing key) of the request SGLang's metrics count
+
+    def send_response(self, code, message=None):
+        self._status = code if self._status is None else self._status
+        super().send_response(code, message)
+
+    def _counted(self, path, serve):
+        """`serve()` counted in SGLang's HTTP metrics as its middleware counts it (a request
+        the API key refused never reaches it: called once authorized)."""
+        if self.http is None:
+            serve()
+            return
+        self._status, self._counting = None, (path, self.command,
+                                              self.headers.get("x-smg-routing-key"))
+        self.http.begin(*self._counting)
+        try:
+            serve()
+            self._finished(answered=True)
+        finally:
+            self._finished(answered=False)  # the handler raised: no answer counted
+
+    def _finished(self, answered):
+        """The answer counted (with its status) and the request no longer active, once. SGLang's
+        middleware does both as the app has sent its last bytes, before its event loop serves
+        another request; called just before those bytes go out (_send, a stream's [DONE]), so
+        that a client that asks /metrics right after its answer sees it counted, as SGLang's."""
+        if self._counting is None:
+            return
+        counting, self._counting = self._counting, None
+        if answered and self._status is not None:
+            self.http.answered(counting[0], counting[1], self._status)
+        self.http.end(*counting)
 
     def log_message(self, fmt, *args):  # keep the journal readable: one line per request
         sys.stderr.write("standin: %s\n" % (fmt % args))
@@ -28,6 +62,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
+        self._finished(answered=True)  # the headers end an empty answer
         self.end_headers()
         self.wfile.write(data)
 
@@ -56,6 +91,9 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         if not self._authorized(path):
             return
+        self._counted(path, lambda: self._get(path))
+
+    def _get(self, path):
         engine = self.engine
         if path in ("/health", "/health_generate"):
             # SGLang answers 503 once SIGTERM started its drain (tokenizer_manager.gracefully_exit).
@@ -89,6 +127,9 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         if not self._authorized(path):
             return
+        self._counted(path, lambda: self._post(path))
+
+    def _post(self, path):
         if path == "/standin/knobs":
             try:
                 self._json(200, self.engine.set_knobs(self._body()))
@@ -194,6 +235,7 @@ class Handler(BaseHTTPRequestHandler):
         if want_usage:
             self._event({"id": rid, "object": kind + ".chunk", "model": engine.served_model_name,
                          "choices": [], "usage": usage})
+        self._finished(answered=True)
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
         engine.finished(prompt_tokens, max_tokens, cached, time.monotonic() - start,
@@ -265,6 +307,8 @@ def serve(engine):
     host = str(engine.args.get("host", "127.0.0.1"))
     port = int(engine.args.get("port", 30000))
     Handler.engine = engine
+    # SGLang records its HTTP metrics only with --enable-metrics (http_server.py, lifespan).
+    Handler.http = engine.collectors.http if engine.server_info().get("enable_metrics") else None
     httpd = ThreadingHTTPServer((host, port), Handler)
     httpd.daemon_threads = True
     drain_on_sigterm(engine, httpd)
