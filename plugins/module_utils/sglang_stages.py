@@ -11,6 +11,11 @@ import re
 
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import COMMAND_TIMEOUT, invocation_journal
 
+# The overall ceiling of a start, in seconds: the one source of the readiness deadline's default
+# (sglang_ready's `timeout`, the role's sglang_ready_timeout; test_sglang_ready.py holds both to
+# it). Each milestone below has its own deadline inside it.
+READY_TIMEOUT_S = 7200
+
 # (name, patterns): the first line matching a pattern marks the milestone as reached.
 MILESTONES = [
     # sglang/srt/entrypoints/engine.py: every resolved argument, once imported and resolved.

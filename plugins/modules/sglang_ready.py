@@ -27,9 +27,11 @@ options:
     type: str
     default: ''
   timeout:
-    description: Deadline in seconds (a 27B model takes minutes to load).
+    description: Deadline in seconds of the whole start (a 27B model takes minutes to load);
+      the default is C(module_utils/sglang_stages.py)'s READY_TIMEOUT_S, the role's
+      C(sglang_ready_timeout) default too.
     type: int
-    default: 1800
+    default: 7200
   poll:
     description: Seconds between attempts.
     type: float
@@ -159,7 +161,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_http import AuthError, DeadlineError, HttpError, request
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import excerpt, redact
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_server import read as read_server
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_stages import StageOverdue, StageWatch, invocation_lines
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_stages import (
+    READY_TIMEOUT_S, StageOverdue, StageWatch, invocation_lines)
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import (
     COMMAND_TIMEOUT, journal_tail, unit_state)
 
@@ -282,7 +285,7 @@ def main():
         argument_spec={
             "url": {"type": "str", "required": True},
             "unit": {"type": "str", "default": ""},
-            "timeout": {"type": "int", "default": 1800},
+            "timeout": {"type": "int", "default": READY_TIMEOUT_S},
             "poll": {"type": "float", "default": 1},
             "model": {"type": "str", "default": ""},
             "prompt": {"type": "str", "default": "The capital of France is"},

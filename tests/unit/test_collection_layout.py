@@ -145,3 +145,29 @@ def test_the_committed_filter_docs_are_the_ones_the_docstrings_give():
     stale = [path.name for path, text in _build_collection().rendered().items()
              if not path.exists() or path.read_text(encoding="utf-8") != text]
     assert not stale, f"run python scripts/filter_docs.py: {stale}"
+
+
+# A module's deadline and the role default the role passes it: one value (issue 56, part 2:
+# sglang_ready's 1800 against the role's 7200 were two rules for one deadline).
+DEADLINES = {("sglang_ready", "timeout"): "sglang_ready_timeout",
+             ("sglang_lock", "stale_after"): "sglang_lock_stale_after",
+             ("sglang_free", "timeout"): "sglang_free_timeout",
+             ("sglang_resolve", "timeout"): "sglang_preflight_resolve_timeout"}
+
+
+@pytest.mark.parametrize("module, option", sorted(DEADLINES))
+def test_each_deadline_has_one_default(module, option):
+    import ast
+
+    source = (SOURCE / "plugins" / "modules" / f"{module}.py").read_text()
+    doc = next(node.value.value for node in ast.parse(source).body
+               if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "DOCUMENTATION")
+    role = ROOT / "roles" / "sglang"
+    variable = DEADLINES[(module, option)]
+    spec = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+    spec_defaults = {o[variable]["default"] for entry in spec.values()
+                     for o in [entry.get("options", {})] if variable in o}
+    defaults = {yaml.safe_load(doc)["options"][option]["default"],
+                yaml.safe_load((role / "defaults" / "main.yml").read_text())[variable],
+                *spec_defaults}
+    assert len(defaults) == 1, f"{module}'s {option} and {variable}: {sorted(defaults)}"
