@@ -5,7 +5,7 @@ every entry point they name is in a role's meta/argument_specs.yml, and an entry
 the spec's; "N scenarios" is the number of molecule scenarios, "N filters" the number of the
 collection's filters; a default a role README gives is
 its spec's default, of its spec's type, and every default of a role is named in its README and
-its spec; the crash harness's operations in design.md are the
+its spec; design.md's opening picture names only files that exist; the crash harness's operations in design.md are the
 harness's; the workloads measuring.md states (the demo's, SGLang's defaults, the reference
 profile's) are the inventory's, sglang_workload's and the profile's; every relative link leads
 to a file (and heading); the README stays a front door.
@@ -435,3 +435,35 @@ def test_every_default_of_a_role_is_in_its_readme_and_its_spec(role):
 def test_a_default_left_out_is_caught():
     spec = {"argument_specs": {"main": {"options": {"a_x": {}}}}}
     assert unnamed_defaults({"a_x": 1, "a_y": 2}, "`a_x` (1)", spec) == (["a_y"], ["a_y"])
+
+
+# --- design.md's picture of the house ----------------------------------------------------------
+
+PICTURE_PATH = re.compile(r"(?<![\w./<-])((?:roles|plugins|playbooks|tests)/[\w./-]+\.(?:py|yml|j2)"
+                          r"|(?:inputs|host|env|release|service|proof|rollback)/[\w_]+\.yml"
+                          r"|deploy\.yml)")
+
+
+def picture_files(text):
+    """The files design.md's first picture names, as paths from the clone's root (a task file
+    named by its phase folder is the deploy role's)."""
+    block = text.split("```text", 1)[1].split("```", 1)[0]
+    found = []
+    for path in PICTURE_PATH.findall(block):
+        found.append(path if "/" not in path or path.split("/")[0] in
+                     ("roles", "plugins", "playbooks", "tests") else f"roles/sglang/tasks/{path}")
+    return found
+
+
+def test_design_md_opens_with_the_house_and_each_file_it_names_exists():
+    text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    assert text.index("```text") < text.index("## The steps")
+    files = picture_files(text)
+    assert len(files) >= 20, files
+    assert [f for f in files if not (ROOT / f).is_file()] == []
+
+
+def test_a_file_the_picture_names_wrongly_is_caught():
+    text = "```text\n  host/lokc.yml  plugins/modules/sglang_gone.py\n```\n"
+    assert [f for f in picture_files(text) if not (ROOT / f).is_file()] == [
+        "roles/sglang/tasks/host/lokc.yml", "plugins/modules/sglang_gone.py"]
