@@ -107,15 +107,9 @@ def rollback_target(releases, current, serving=None, asked="", replaced=None):
     current), its target current; else the newest good release other than current."""
     by_id = {m.get("id"): m for m in releases}
     if replaced is not None:
-        pick = replaced if (by_id.get(replaced) or {}).get("status") == "good" \
-            else previous_good(releases, current)
-        why = "the release the deploy replaced" if pick == replaced else "the newest good release"
-        return {"target": by_id.get(pick) or {}, "unfinished": False,
-                "why": why if pick else "no good release to restore"}
-    unfinished = bool(
-        (serving is not None and serving != current
-         and (by_id.get(serving) or {}).get("status") == "rolled-back")
-        or (serving is None and bool(asked) and asked == current))
+        pick, why = _after_failed_deploy(by_id, releases, current, replaced)
+        return {"target": by_id.get(pick) or {}, "unfinished": False, "why": why}
+    unfinished = _rollback_unfinished(by_id, current, serving, asked)
     if asked:
         pick, why = asked, "asked (sglang_rollback_to)"
     elif unfinished:
@@ -123,6 +117,22 @@ def rollback_target(releases, current, serving=None, asked="", replaced=None):
     else:
         pick, why = previous_good(releases, current), "the newest good release other than current"
     return {"target": by_id.get(pick) or {}, "unfinished": unfinished, "why": why}
+
+
+def _after_failed_deploy(by_id, releases, current, replaced):
+    """(id, why) of the release the automatic rollback restores."""
+    if (by_id.get(replaced) or {}).get("status") == "good":
+        return replaced, "the release the deploy replaced"
+    pick = previous_good(releases, current)
+    return pick, "the newest good release" if pick else "no good release to restore"
+
+
+def _rollback_unfinished(by_id, current, serving, asked):
+    """Whether a rollback by hand was cut after its switch: the unit's process is the release
+    it rolled back from (marked so before the switch), or none runs and `asked` is current."""
+    if serving is None:
+        return bool(asked) and asked == current
+    return serving != current and (by_id.get(serving) or {}).get("status") == "rolled-back"
 
 
 def last_verdict_good(manifest):

@@ -270,28 +270,43 @@ def _build(base_dir, env, python, items, options, no_deps, installer, uv, timeou
     return marker
 
 
+def rerecord(base_dir, path):
+    """Record the tree of the env at `path` again in today's form, under the envs lock: once,
+    for an env an older release of this project recorded, in a form that does not see a
+    same-size edit with its mtime put back nor a replaced .pyc."""
+    with envs.lock(base_dir):
+        marker = envs.rerecorded(path, envs.read_marker(path))
+        write_atomic(os.path.join(path, MARKER),
+                     json.dumps(marker, indent=2, sort_keys=True) + "\n", 0o644)
+
+
+def wanted(p, python):
+    """(items, no_deps, record, env id) of the env the inputs define: the recorded set
+    (`packages`, a rollback's) or the requirements. Checked before anything else: a refused set
+    makes nothing and removes nothing."""
+    if p["packages"] is not None:
+        items = package_lines(p["packages"], "the recorded set to build the env from")
+        env = p["env"] or env_id({"python": python_identity(python), "packages": sorted(items)})
+        return items, items, {"from": "recorded set"}, env
+    if not p["requirements"]:
+        raise EnvError("requirements (the SGLang pin, extra packages) or packages is needed")
+    # The one gate to the installer, whatever the source (the pin and the inventory's extra
+    # packages, a release made before sets were recorded): name==version lines only.
+    items = package_lines(p["requirements"], "the requirements (sglang_version, "
+                          "sglang_pip_extra_packages)", recorded=False)
+    env = env_id(spec_of(python_identity(python), items, list(p["options"]), p["no_deps"]))
+    if p["env"] and p["env"] != env:
+        raise EnvError(f"the env planned ({p['env']}) is not the env these inputs define "
+                       f"({env}): the Python or the install options changed during the run")
+    return (items, items[:1] if p["no_deps"] else [],
+            {"from": "requirements", "requirements": sorted(items)}, env)
+
+
 def present(p, check_mode=False, run=None):
     """Build or reuse (and check) the env the inputs define."""
     base_dir, options = p["base_dir"], list(p["options"])
     python = shutil.which(p["python"]) or p["python"]
-    if p["packages"] is not None:
-        # Checked before anything else: a refused set makes nothing and removes nothing.
-        items = package_lines(p["packages"], "the recorded set to build the env from")
-        no_deps, record = items, {"from": "recorded set"}
-        env = p["env"] or env_id({"python": python_identity(python), "packages": sorted(items)})
-    else:
-        if not p["requirements"]:
-            raise EnvError("requirements (the SGLang pin, extra packages) or packages is needed")
-        # The one gate to the installer, whatever the source (the pin and the inventory's extra
-        # packages, a release made before sets were recorded): name==version lines only.
-        items = package_lines(p["requirements"], "the requirements (sglang_version, "
-                              "sglang_pip_extra_packages)", recorded=False)
-        no_deps = items[:1] if p["no_deps"] else []
-        env = env_id(spec_of(python_identity(python), items, options, p["no_deps"]))
-        if p["env"] and p["env"] != env:
-            raise EnvError(f"the env planned ({p['env']}) is not the env these inputs define "
-                           f"({env}): the Python or the install options changed during the run")
-        record = {"from": "requirements", "requirements": sorted(items)}
+    items, no_deps, record, env = wanted(p, python)
     if not check_mode:
         with envs.lock(base_dir):
             recovered = envs.recover(base_dir)
@@ -302,17 +317,11 @@ def present(p, check_mode=False, run=None):
         if not state["intact"]:
             raise EnvError(f"{envs.refusal(state)}; refused. Deploy with "
                            "sglang_env_rebuild=true to build it again")
-        result = dict(result, digest=state["digest"], packages=state["marker"].get("packages", []))
-        if envs.old_form(state["marker"]):
-            # Recorded by an older release of this project: recorded again once, in the form
-            # that sees a same-size edit with its mtime put back and a replaced .pyc.
-            if not check_mode:
-                with envs.lock(base_dir):
-                    marker = envs.rerecorded(state["path"], envs.read_marker(state["path"]))
-                    write_atomic(os.path.join(state["path"], MARKER),
-                                 json.dumps(marker, indent=2, sort_keys=True) + "\n", 0o644)
-            result.update(changed=True, rerecorded=True)
-        return result
+        rerecorded = envs.old_form(state["marker"])
+        if rerecorded and not check_mode:
+            rerecord(base_dir, state["path"])
+        return dict(result, digest=state["digest"], packages=state["marker"].get("packages", []),
+                    changed=rerecorded, rerecorded=rerecorded)
     result.update(built=True, changed=True, digest=None, packages=[])
     if check_mode:
         return result
