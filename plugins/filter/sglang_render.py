@@ -837,5 +837,6 @@ class FilterModule:
             "sglang_secrets_json": own_errors(sglang_secrets_json),
             "sglang_multinode": own_errors(sglang_multinode),
             "sglang_unit": own_errors(sglang_unit),
+            "sglang_unit_check": own_errors(sglang_unit_check),
             "sglang_input_violations": own_errors(sglang_input_violations),
         }
