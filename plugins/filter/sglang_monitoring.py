@@ -139,7 +139,7 @@ def _seconds(duration):
 
 
 def _minutes(seconds):
-    return f"{seconds / 60:g} min"
+    return f"{seconds:g} s" if seconds < 120 else f"{seconds / 60:g} min"
 
 
 def _prompts(workload):
@@ -226,13 +226,14 @@ def _judged(pack, condition, low, high, swing=""):
     return " or ".join(f"({b})" for b in branches)
 
 
-def _sparse_words(pack):
-    """When a condition is judged on sparse traffic, and how soon it fires there."""
-    window, wait = pack.s["window"], pack.s["for"]
+def _sparse_words(pack, wait=None):
+    """When a condition is judged on sparse traffic, and how soon a rule that waits `wait`
+    (default the rules' `for`) fires there."""
+    window, wait = pack.s["window"], wait or pack.s["for"]
     sparse = _seconds(_sparse(window))
     return (f"judged over {_sparse(window)} when no token streamed in {window} (2 requests "
             f"finished there): a slow request at least every {_minutes(sparse / 2)} fires within "
-            f"{_minutes(_seconds(wait) + sparse / 2)} of the first")
+            f"{_minutes(_seconds(wait) + sparse / 2)} of the first (and a rule evaluation)")
 
 
 def _speed_rules(pack, floors, proof, levels):
@@ -247,8 +248,9 @@ def _speed_rules(pack, floors, proof, levels):
                    "critical", f"{pack.host}: tokens per user below the floor",
                    f"below {_g(floor)} tok/s per user with at most {_at(0, lightest)}: "
                    f"the floor every release of this host must meet "
-                   f"(sglang_smoke_min_decode_tok_s); {pack.proof}; {_sparse_words(pack)} "
-                   "(twice that wait: SGLangSlowerThanProven fires first)",
+                   f"(sglang_smoke_min_decode_tok_s); {pack.proof}; "
+                   f"{_sparse_words(pack, _double(s['for']))}; it "
+                   "waits twice as long as SGLangSlowerThanProven, which fires first",
                    wait=_double(s["for"]))
     below = 0
     for level in levels:
@@ -352,8 +354,9 @@ def _ttft_cap_rule(pack, floors, lightest):
                            lightest),
                    "critical", f"{pack.host}: first token slower than the cap",
                    f"mean TTFT above {_g(cap)} ms with at most {_at(0, lightest)} "
-                   f"(sglang_smoke_max_ttft_ms); {pack.proof}; {_sparse_words(pack)} "
-                   "(twice that wait: SGLangSlowFirstToken fires first)",
+                   f"(sglang_smoke_max_ttft_ms); {pack.proof}; "
+                   f"{_sparse_words(pack, _double(pack.s['for']))}; it "
+                   "waits twice as long as SGLangSlowFirstToken, which fires first",
                    wait=_double(pack.s["for"]))
 
 

@@ -319,7 +319,8 @@ def _threshold(level, settings, floor=None):
 
 
 def _swing_cases(c, release, floors, settings):
-    """A load that swings past the proven capacity and back every 3 minutes (within a window):
+    """A load that swings past the proven capacity and back within a window (every 3 minutes
+    with a 5m window):
     no window's peak is in a band, yet its streams run slower than the proof promises at each
     moment's load, so the top band's warning fires; at the proof's pace (past the capacity its
     total shared by all) it stays quiet."""
@@ -328,7 +329,8 @@ def _swing_cases(c, release, floors, settings):
     top = levels[-1]
     threshold = _threshold(top, settings, floors["min_decode_tok_s"] if len(levels) == 1 else None)
     fine = Clock(settings["window"], per_window=20)
-    phase = max(1, 180 // fine.step)
+    phase_s = seconds(settings["window"]) * 3 // 5
+    phase = max(1, phase_s // fine.step)
     loads = [cap + 4] * phase + [cap - 4] * phase
 
     def swinging(per_user):
@@ -338,7 +340,7 @@ def _swing_cases(c, release, floors, settings):
                 {"series": f"sglang:inter_token_latency_seconds_sum{{{sel}}}",
                  "values": fine.counting([n * fine.step for n in loads])}]
     c.case("SGLangSlowerThanProven", swinging(lambda n: threshold * 0.6), True, clock=fine,
-           why=f"a load swinging {cap + 4} / {cap - 4} every 3 min at a bad speed",
+           why=f"a load swinging {cap + 4} / {cap - 4} every {phase_s / 60:g} min at a bad speed",
            concurrency=str(top["concurrency"]))
     proven = top["tok_s_per_user"]
     healthy = swinging(lambda n: proven if n <= cap else proven * cap / n)
@@ -378,17 +380,19 @@ def _sparse_cases(c, release, floors, settings):
     wait, sparse = seconds(settings["for"]), 3 * seconds(settings["window"])
     stated = wait + sparse // 2
     rule = c.rule("SGLangSlowerThanProven", concurrency=str(lightest["concurrency"]))
-    assert f"fires within {stated / 60:g} min of the first" in rule["annotations"]["description"], \
-        rule["annotations"]["description"]
-    first = 60
-    gap = sparse // 2 - 30  # a request every 7 min with the default window
+    words = f"{stated:g} s" if stated < 120 else f"{stated / 60:g} min"
+    assert f"fires within {words} of the first (and a rule evaluation)" in \
+        rule["annotations"]["description"], rule["annotations"]["description"]
+    first, window = 60, seconds(settings["window"])
+    gap = sparse // 2 - window // 10  # a request every 7 min with the default window
+    often = window * 4 // 5  # more often than the window: every 4 min with the default
     c.case("SGLangSlowerThanProven", _requests_every(fine, sel, gap, threshold * 0.8, first), True,
-           clock=fine, at=(first + stated,),
-           why=f"a slow request every {gap / 60:g} min, within {stated / 60:g} min of the first",
+           clock=fine, at=(first + stated + c.clock.step,),
+           why=f"a slow request every {gap / 60:g} min, within {words} of the first",
            concurrency=str(lightest["concurrency"]))
-    c.case("SGLangSlowerThanProven", _requests_every(fine, sel, 240, threshold * 0.8, first), True,
-           clock=fine, at=(first + wait + 2 * fine.step,),
-           why=f"a slow request every 4 min, within {wait / 60:g} min of the first",
+    c.case("SGLangSlowerThanProven", _requests_every(fine, sel, often, threshold * 0.8, first),
+           True, clock=fine, at=(first + wait + c.clock.step,),
+           why=f"a slow request every {often / 60:g} min, within {wait / 60:g} min of the first",
            concurrency=str(lightest["concurrency"]))
     c.case("SGLangSlowerThanProven", _requests_every(fine, sel, gap, threshold * 0.8, first, 1),
            False, clock=fine, at=(first + wait + 60, first + stated, EVAL_S),
@@ -397,8 +401,8 @@ def _sparse_cases(c, release, floors, settings):
            False, clock=fine, why="sparse requests at the proof's pace",
            concurrency=str(lightest["concurrency"]))
     if floor:
-        c.case("SGLangBelowFloor", _requests_every(fine, sel, 240, floor * 0.8, first), True,
-               clock=fine, why="a request below the floor every 4 min")
+        c.case("SGLangBelowFloor", _requests_every(fine, sel, often, floor * 0.8, first), True,
+               clock=fine, why=f"a request below the floor every {often / 60:g} min")
 
 
 def _order_cases(c, t, release, floors, settings):
@@ -423,9 +427,10 @@ def _order_cases(c, t, release, floors, settings):
                 c.ordered(name, "SGLangSlowerThanProven", _speed(t, sel, speed, 1),
                           f"{speed:g} tok/s per user, one stream: {why}", concurrency=lightest)
             fine = Clock(settings["window"], per_window=20)
+            often = seconds(settings["window"]) * 4 // 5
             c.ordered(name, "SGLangSlowerThanProven",
-                      _requests_every(fine, sel, 240, floor * 0.7), "sparse requests below the floor",
-                      clock=fine, concurrency=lightest)
+                      _requests_every(fine, sel, often, floor * 0.7),
+                      "sparse requests below the floor", clock=fine, concurrency=lightest)
         elif name == "SGLangFirstTokenAboveCap":
             # Means above the cap whose p99 (in SGLang's buckets) stays under the proven p99
             # x factor where the cap is below it: the p99 alone would not warn.
@@ -667,12 +672,14 @@ def router_tests(rules, rules_file, router, availability, duration="2m"):
     return {"rule_files": [rules_file], "evaluation_interval": f"{t.step}s", "tests": c.tests}
 
 
-def split(tests, rules, directory):
+def split(tests, rules, directory, named=None):
     """`tests` as one promtool test file per set of alerts its cases judge, each with a rules
     file of only those alerts and the recording rules they read (promtool evaluates every rule
-    of its files at every step of every case: the same verdicts, a fraction of the work).
-    Returns the test files' paths, for one `promtool test rules` run."""
+    of its files at every step of every case: the same verdicts, a fraction of the work),
+    written in `directory`, naming each other as in `named` (where promtool will read them;
+    default `directory`). Returns the test files' paths there, for one `promtool test rules`."""
     directory = Path(directory)
+    named = Path(named or directory)
     alerts = [r for g in rules["groups"] for r in g["rules"] if "alert" in r]
     records = [r for g in rules["groups"] for r in g["rules"] if "record" in r]
     by_names = {}
@@ -690,8 +697,9 @@ def split(tests, rules, directory):
         rules_file.write_text(yaml.safe_dump({"groups": groups + [
             {"name": "alerts", "rules": kept}]}, sort_keys=False))
         test_file = directory / f"tests-{i}.yml"
-        test_file.write_text(dump(dict(tests, rule_files=[str(rules_file)], tests=cases)))
-        paths.append(str(test_file))
+        test_file.write_text(dump(dict(tests, rule_files=[str(named / rules_file.name)],
+                                       tests=cases)))
+        paths.append(str(named / test_file.name))
     return paths
 
 
