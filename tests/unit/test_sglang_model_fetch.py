@@ -27,9 +27,12 @@ def hub(tmp_path, monkeypatch):
     (root / "owner--model" / "refs.json").write_text(json.dumps({"main": COMMIT}))
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python").symlink_to(sys.executable)
+    # The ml-env's Python, with the fake hub installed in it: the run's own PYTHONPATH never
+    # reaches the worker (it runs as root; test_cwd_imports.py).
+    (venv / "bin" / "python").write_text(
+        f"#!/bin/sh\nPYTHONPATH={ROOT / 'tests' / 'fakes' / 'hub'} exec {sys.executable} \"$@\"\n")
+    (venv / "bin" / "python").chmod(0o755)
     monkeypatch.setenv("FAKE_HUB_DIR", str(root))
-    monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests" / "fakes" / "hub"))
     monkeypatch.setenv("FAKE_HUB_DELAY", "0")
     args = {"repo": "owner/model", "revision": COMMIT, "local_dir": str(tmp_path / "model"),
             "venv": str(venv), "state_dir": str(tmp_path / "state"), "min_free_gb": 0,
