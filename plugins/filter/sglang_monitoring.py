@@ -265,9 +265,10 @@ def _speed_rules(pack, floors, proof, levels):
             swing, swing_words = "", ""
             if level is levels[-1]:
                 swing = _swing(pack, n, threshold)
-                swing_words = (f"; a load that swings past {n} within {window} is held to "
-                               f"{_g(round(threshold * n, 2))} tok/s in all at {n} or more "
-                               f"running and {_g(threshold)} per stream below")
+                swing_words = (f"; a load that swings past {n} and back within {window} is "
+                               f"held to {_g(round(threshold * n, 2))} tok/s shared by the most "
+                               f"that ran at once ({_g(threshold)} per stream up to {n}, "
+                               f"{_g(round(threshold * n, 2))} in all past it)")
             pack.record("sglang:release_proven_tok_s_per_user", proven, concurrency=str(n))
             pack.alert("SGLangSlowerThanProven",
                        _judged(pack, lambda w, t=threshold: f"({_per_user_tok_s(sel, w)}) < {_g(t)}",
@@ -284,15 +285,17 @@ def _speed_rules(pack, floors, proof, levels):
 
 def _swing(pack, capacity, threshold):
     """A window whose load went past the proven capacity and back (its peak above, its least at
-    or below it): the tokens streamed in it against what the proof promises at each moment's
-    load, `threshold` per stream up to the capacity and, past it, the capacity's streams'
-    worth shared by all (the total the release proved there: a batch past it streams more in
-    all, not less, as the reference proof's level 32 did). The bands judge no such window: its
-    peak is past the capacity."""
+    or below it), which no band judges (its peak is past the top one): the proof promises
+    `threshold` per stream up to the capacity and, past it, the capacity's streams' worth
+    shared by all (the total the release proved there: a batch past it streams more in all, not
+    less, as the reference proof's level 32 did). Over the window that is at least `threshold`
+    x capacity / peak per stream, token-weighted as the live speed is (each moment's promise
+    min(N, capacity) x threshold is at least N x threshold x capacity / peak): read from SGLang's
+    own inter-token histogram and the window's peak, no time average of a sampled gauge."""
     sel, window = pack.sel, pack.s["window"]
     running = f"sum(sglang:num_running_reqs{{{sel}}})"
-    return (f"(sum(rate(sglang:inter_token_latency_seconds_count{{{sel}}}[{window}])) < "
-            f"{_g(threshold)} * avg_over_time(clamp_max({running}, {capacity})[{window}:])) "
+    return (f"(({_per_user_tok_s(sel, window)}) < {_g(round(threshold * capacity, 2))} / "
+            f"max_over_time({running}[{window}:])) "
             f"and on() (max_over_time({running}[{window}:]) > {capacity}) "
             f"and on() (min_over_time({running}[{window}:]) <= {capacity}) "
             f"and on() ({_traffic(sel, window)})")
