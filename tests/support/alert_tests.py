@@ -705,6 +705,14 @@ def split(tests, rules, directory, named=None):
     return paths
 
 
+def not_passed(output, files):
+    """The test files in `files` whose block in `promtool test rules` output does not say
+    SUCCESS (each block opens "Unit Testing:  <file>"; a check's "SUCCESS: N rules found"
+    counts for no file)."""
+    verdicts = dict(re.findall(r"^Unit Testing:\s+(\S+)\n\s+(\w+)", output, re.M))
+    return [f for f in files if verdicts.get(f) != "SUCCESS"]
+
+
 def counts(tests):
     """(cases where an alert fires, cases where it stays quiet)."""
     fires = sum(1 for case in tests["tests"] if case["alert_rule_test"][0]["exp_alerts"])
