@@ -226,12 +226,16 @@ import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sglang.deploy.plugins.module_utils import sglang_probe
+from ansible_collections.sglang.deploy.plugins.module_utils import (
+    sglang_probe, sglang_probe_gpus, sglang_probe_messages, sglang_probe_trace, sglang_probe_weights)
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_sandbox as sandboxes
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpus import check_gpus, memory_mib, smi_rows
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_systemd import ENV_NAME
 
 GPU_QUERY = "index,name,memory.total,compute_cap"
+# The probe's parts, by name (sglang_probe.PARTS): their sources go to the ml-env's Python.
+PROBE_PARTS = {module.__name__.rsplit(".", 1)[-1]: module for module in (
+    sglang_probe, sglang_probe_gpus, sglang_probe_messages, sglang_probe_trace, sglang_probe_weights)}
 
 
 def host_gpus(nvidia_smi="nvidia-smi", timeout=30):
@@ -267,7 +271,8 @@ def env_problem(env):
 
 
 def _probe_input(params, gpus):
-    """The probe's stdin: its request on the first line, its source after it."""
+    """The probe's stdin: its request on the first line, then its parts' sources in the order
+    BOOTSTRAP makes them modules ([[name, source], ...])."""
     request = {"gpus": gpus}
     config = params.get("config_path")
     if config and os.path.exists(config):
@@ -275,7 +280,8 @@ def _probe_input(params, gpus):
     else:
         # JSON is YAML: SGLang's --config reader takes it as it is.
         request["config_text"] = json.dumps(params.get("args") or {})
-    return json.dumps(request) + "\n" + inspect.getsource(sglang_probe)
+    parts = [[name, inspect.getsource(PROBE_PARTS[name])] for name in sglang_probe.PARTS]
+    return json.dumps(request) + "\n" + json.dumps(parts)
 
 
 def _probe_command(params, python, release_env, stack):

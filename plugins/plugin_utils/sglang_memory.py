@@ -5,7 +5,7 @@ tp 2 resolves fine and then stops loading. What is counted is what SGLang's own 
 load: the probe asks `DefaultModelLoader._prepare_weights` which files it selects for this
 checkpoint and load format (a `consolidated.safetensors` beside indexed shards, `.bin` files
 beside safetensors are never loaded) and reads their tensors' sizes from the safetensors
-headers (sglang_probe.checkpoint_weights).
+headers (sglang_probe_weights.checkpoint_weights).
 
 Per GPU, as SGLang shards them: matrices (2 or more dimensions: the parallel linear layers and
 the vocabulary-parallel embedding) are split over the tp x pp ranks; vectors (norms, biases) are

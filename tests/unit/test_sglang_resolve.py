@@ -3,6 +3,7 @@ one: a parser, a record whose resolution writes fields (<= 0.5.18) or declares t
 (0.5.19+), an import that needs the NVIDIA driver, and torch's device queries. The real
 releases are asked in tests/integration/test_resolve_real_sglang.py."""
 
+import ast
 import json
 import os
 import struct
@@ -358,3 +359,17 @@ def test_a_name_the_loader_needs_and_its_module_does_not_bind_is_the_loader_s_er
     out = run(venv, site, {**ARGS, "model-path": str(tmp_path / "model")})
     assert out["ran"] and out["error"] is None, out
     assert out["weights"]["error"] == "NameError: name 'UNDEFINED_HERE' is not defined"
+
+
+def test_the_probe_s_parts_are_sent_each_after_the_parts_it_imports():
+    """The program runs in the ml-env from what stdin brings alone: every part's source, each
+    made a module (BOOTSTRAP) after those it imports by plain name, the program last."""
+    parts = resolve_mod.sglang_probe.PARTS
+    assert set(resolve_mod.PROBE_PARTS) == set(parts) and parts[-1] == "sglang_probe"
+    _request, sent = resolve_mod._probe_input({"args": {}}, GPUS).split("\n", 1)
+    assert [name for name, _source in json.loads(sent)] == list(parts)
+    for index, (name, source) in enumerate(json.loads(sent)):
+        imported = {node.module for node in ast.walk(ast.parse(source))
+                    if isinstance(node, ast.ImportFrom) and node.module
+                    and node.module.startswith("sglang_probe")}
+        assert imported <= set(parts[:index]), (name, imported)
