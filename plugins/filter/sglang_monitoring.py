@@ -624,9 +624,29 @@ def dashboard(window="5m"):
     figures beside the serving release's proven ones (the pack's recording rules), picked by
     the `sglang_host` variable; `window` is the range of the live rates
     (sglang_monitoring_window), a Prometheus duration."""
+    return {
+        "uid": DASHBOARD_UID, "title": "SGLang (sglang-deploy)", "schemaVersion": 39,
+        "tags": ["sglang", "sglang-deploy"], "timezone": "browser", "editable": True,
+        "time": {"from": "now-6h", "to": "now"}, "refresh": "30s",
+        "templating": {"list": [
+            {"name": "datasource", "type": "datasource", "query": "prometheus",
+             "label": "Prometheus"},
+            {"name": "sglang_host", "type": "query", "label": "host", "multi": True,
+             "includeAll": True, "refresh": 2,
+             "datasource": {"type": "prometheus", "uid": "${datasource}"},
+             "query": f'label_values(up{{job="{JOB}"}}, sglang_host)'},
+        ]},
+        "annotations": {"list": []},
+        "panels": _panels(window),
+    }
+
+
+def _panels(window):
+    """The dashboard's panels, each live figure of the hosts `$sglang_host` picks beside the
+    serving release's proven one."""
     sel = f'job="{JOB}",sglang_host=~"$sglang_host"'
     host = 'sglang_host=~"$sglang_host"'
-    panels = [
+    return [
         _panel(1, "Tokens per second per user", [
             (_per_user_tok_s(sel, window, by="sglang_host"), "{{sglang_host}} live"),
             (f"sglang:release_proven_tok_s_per_user{{{host}}}",
@@ -666,21 +686,38 @@ def dashboard(window="5m"):
             for w in BURN_WINDOWS],
             (12, 24, 12, 8), "percentunit"),
     ]
-    return {
-        "uid": DASHBOARD_UID, "title": "SGLang (sglang-deploy)", "schemaVersion": 39,
-        "tags": ["sglang", "sglang-deploy"], "timezone": "browser", "editable": True,
-        "time": {"from": "now-6h", "to": "now"}, "refresh": "30s",
-        "templating": {"list": [
-            {"name": "datasource", "type": "datasource", "query": "prometheus",
-             "label": "Prometheus"},
-            {"name": "sglang_host", "type": "query", "label": "host", "multi": True,
-             "includeAll": True, "refresh": 2,
-             "datasource": {"type": "prometheus", "uid": "${datasource}"},
-             "query": f'label_values(up{{job="{JOB}"}}, sglang_host)'},
-        ]},
-        "annotations": {"list": []},
-        "panels": panels,
-    }
+
+
+def _router_health_rules(host, sel, alert, duration):
+    """The router's rules that it is down or gone from Prometheus, has no replica to send
+    to, holds one unhealthy or behind an open circuit breaker."""
+    health = f"smg_worker_health{{{sel}}}"
+    return [
+        alert("SGLangRouterDown", f"up{{{sel}}} == 0", "critical",
+              f"{host}: the SGLang router is down",
+              f"Prometheus cannot scrape the router's /metrics on {host}: clients reach no "
+              "replica through it"),
+        alert("SGLangRouterTargetMissing", f"absent(up{{{sel}}})", "critical",
+              f"{host}: no router target in Prometheus",
+              f"Prometheus has no target for the router {host} (job {ROUTER_JOB}): the "
+              "file-based target is gone or unreadable, so no other rule of this router can fire"),
+        alert("SGLangRouterNoWorkers",
+              f'(sum(increase(smg_http_responses_total{{{sel},error_code="no_available_workers"}}'
+              f"[{duration}])) > 0) or (count({health} >= 0) > 0 unless count({health} == 1) > 0)",
+              "critical", f"{host}: the router has no replica to send to",
+              f"{host} answered 503 no_available_workers, or not one replica it holds is "
+              "healthy (smg_worker_health): every replica is out of the router (unhealthy, "
+              "drained, or never added)"),
+        alert("SGLangRouterWorkerUnhealthy", f"{health} == 0", "warning",
+              f"{host}: a replica failed the router's health checks",
+              f"the router {host} holds {{{{ $labels.worker }}}} unhealthy (smg_worker_health 0) "
+              "and sends it nothing; a replica the deploy took out is removed (-1), not unhealthy"),
+        alert("SGLangRouterCircuitOpen", f"smg_worker_cb_state{{{sel}}} >= 1", "warning",
+              f"{host}: the router's circuit breaker holds a replica out",
+              f"the router {host}'s circuit breaker for {{{{ $labels.worker }}}} is open (1) or "
+              "half-open (2) (smg_worker_cb_state): its requests failed in a row; half-open "
+              "closes only after requests succeed, which a cache-aware policy may not send it"),
+    ]
 
 
 def sglang_monitoring_router_pack(host, address, duration="2m", availability=0.995,
@@ -724,39 +761,14 @@ def sglang_monitoring_router_pack(host, address, duration="2m", availability=0.9
         "router_5xx_ratio",
         lambda w: f'sum(rate(smg_http_responses_total{{{sel},status_code=~"5.."}}[{w}])) / '
                   f"sum(rate(smg_http_responses_total{{{sel}}}[{w}]))", labels)
-    health = f"smg_worker_health{{{sel}}}"
-    rules = [
-        alert("SGLangRouterDown", f"up{{{sel}}} == 0", "critical",
-              f"{host}: the SGLang router is down",
-              f"Prometheus cannot scrape the router's /metrics on {host}: clients reach no "
-              "replica through it"),
-        alert("SGLangRouterTargetMissing", f"absent(up{{{sel}}})", "critical",
-              f"{host}: no router target in Prometheus",
-              f"Prometheus has no target for the router {host} (job {ROUTER_JOB}): the "
-              "file-based target is gone or unreadable, so no other rule of this router can fire"),
-        alert("SGLangRouterNoWorkers",
-              f'(sum(increase(smg_http_responses_total{{{sel},error_code="no_available_workers"}}'
-              f"[{duration}])) > 0) or (count({health} >= 0) > 0 unless count({health} == 1) > 0)",
-              "critical", f"{host}: the router has no replica to send to",
-              f"{host} answered 503 no_available_workers, or not one replica it holds is "
-              "healthy (smg_worker_health): every replica is out of the router (unhealthy, "
-              "drained, or never added)"),
-        alert("SGLangRouterWorkerUnhealthy", f"{health} == 0", "warning",
-              f"{host}: a replica failed the router's health checks",
-              f"the router {host} holds {{{{ $labels.worker }}}} unhealthy (smg_worker_health 0) "
-              "and sends it nothing; a replica the deploy took out is removed (-1), not unhealthy"),
-        alert("SGLangRouterCircuitOpen", f"smg_worker_cb_state{{{sel}}} >= 1", "warning",
-              f"{host}: the router's circuit breaker holds a replica out",
-              f"the router {host}'s circuit breaker for {{{{ $labels.worker }}}} is open (1) or "
-              "half-open (2) (smg_worker_cb_state): its requests failed in a row; half-open "
-              "closes only after requests succeed, which a cache-aware policy may not send it"),
-    ] + [alert("SGLangRouterErrorBudgetBurn", expr, severity,
-               f"{host}: the router's 5xx burn the budget",
-               f"5xx answers faster than an availability of {float(availability):.2%} allows "
-               f"(sglang_router_monitoring_availability): {words}",
-               wait=BURN_WAIT[severity], window=long)
-         for severity, words, long, expr in _burn_rates(
-             "router_5xx_ratio", f'sglang_router="{host}"', budget)]
+    rules = _router_health_rules(host, sel, alert, duration) + [
+        alert("SGLangRouterErrorBudgetBurn", expr, severity,
+              f"{host}: the router's 5xx burn the budget",
+              f"5xx answers faster than an availability of {float(availability):.2%} allows "
+              f"(sglang_router_monitoring_availability): {words}",
+              wait=BURN_WAIT[severity], window=long)
+        for severity, words, long, expr in _burn_rates(
+            "router_5xx_ratio", f'sglang_router="{host}"', budget)]
     return {
         "targets": [{"targets": [str(address)], "labels": labels}],
         "rules": {"groups": [{"name": f"sglang-router-{host}-slo", "rules": records},

@@ -500,7 +500,7 @@ def _exposure(args, api_key_set):
 
 
 def sglang_preflight(facts, args, env=None, expect=None, strict=False, resolution=None,
-                     api_key_set=False, args_check=None, import_must_work=False):
+                     api_key_set=False, args_check=None, import_must_work=False, gpus=None):
     """The verdict: {sglang_version, resolved_by, startup_error, resolved, changes, rows,
     verdict, ok, failures, warnings, unknowns}; rows are {name, expect, predicted, status,
     evidence}, a row's status one of ok, warn, fail, unknown.
@@ -516,7 +516,8 @@ def sglang_preflight(facts, args, env=None, expect=None, strict=False, resolutio
     otherwise from the arguments and the sources (`facts`), and what only SGLang can decide is
     "unknown". `args_check` (sglang_args_check) is the flag check when resolution could not
     run. `import_must_work`: the release runs sglang.launch_server, so an ml-env that cannot
-    import sglang fails (the server would fail the same way).
+    import sglang fails (the server would fail the same way). `gpus` (sglang_gpus) describes
+    GPUs that stand in for the host's: a what-if, or a test host.
 
     Args:
         facts (dict): what sglang_facts read on the host (SGLang's sources, the model, the GPUs,
@@ -532,6 +533,8 @@ def sglang_preflight(facts, args, env=None, expect=None, strict=False, resolutio
             not run.
         import_must_work (bool): the release runs sglang.launch_server: an ml-env that cannot
             import sglang fails.
+        gpus (dict): sglang_gpus, GPUs that stand in for the host's ({count, name, memory_mib,
+            compute_capability, link}); empty: the host's.
     Returns:
         dict: the verdict, {sglang_version, resolved_by, rows, verdict, ok, failures, warnings,
             unknowns, ...}.
@@ -540,7 +543,7 @@ def sglang_preflight(facts, args, env=None, expect=None, strict=False, resolutio
         raise AnsibleFilterError("sglang_preflight: facts and args must be mappings")
     env = dict(env or {})
     expect = check_expect(expect)
-    facts = {**facts, "gpus": evidence.gpus(facts.get("gpus"))}
+    facts = {**facts, "gpus": evidence.gpus(described_gpus(gpus) if gpus else facts.get("gpus"))}
     v = Verdict(facts, args, env, expect, evidence.resolution(resolution), import_must_work)
     rows = [v.resolution_row(), v.tp_row(), v.memory_row(), v.decode_row(), v.prefill_row(),
             *_topology_checks(facts, args, env, expect, v.tp, v.tp_gpus,
@@ -775,7 +778,7 @@ def sglang_changes_table(verdict):
     return lines
 
 
-def sglang_described_gpus(description):
+def described_gpus(description):
     """GPU facts from a description of GPUs that are not here (sglang_gpus): {count, name,
     memory_mib, compute_capability, link (nvidia-smi's code for every pair, default PHB)}.
 
@@ -810,5 +813,4 @@ class FilterModule:
         return {
             "sglang_preflight": own_errors(sglang_preflight),
             "sglang_preflight_table": own_errors(sglang_preflight_table),
-            "sglang_described_gpus": own_errors(sglang_described_gpus),
         }

@@ -194,25 +194,30 @@ def sglang_server_config(profile, overrides=None, model_path="", model_revision=
     named = set()
     for where, source in (("sglang_profile.args", profile.get("args") or {}),
                           ("sglang_server_args", overrides)):
-        seen = {}
-        for raw_name, value in source.items():
-            flag = not_owned(dashed(raw_name, where), where)
-            if flag in seen:
-                raise AnsibleFilterError(
-                    f"{where}: {raw_name!r} and {seen[flag]!r} name the same argument "
-                    f"'--{flag}'; keep one"
-                )
-            seen[flag] = raw_name
-            named.add(flag)
-            if value is None:
-                merged.pop(flag, None)
-            else:
-                merged[flag] = _scalar(value, where, flag)
-
+        named |= _merge_args(merged, source, where)
     if metrics and "enable-metrics" not in named:
         merged["enable-metrics"] = True
     _check_speculative(merged)
     return merged
+
+
+def _merge_args(merged, source, where):
+    """`source`'s arguments (named in `where`) dashed into `merged`, a null removing one;
+    returns the flags it named."""
+    seen = {}
+    for raw_name, value in source.items():
+        flag = not_owned(dashed(raw_name, where), where)
+        if flag in seen:
+            raise AnsibleFilterError(
+                f"{where}: {raw_name!r} and {seen[flag]!r} name the same argument "
+                f"'--{flag}'; keep one"
+            )
+        seen[flag] = raw_name
+        if value is None:
+            merged.pop(flag, None)
+        else:
+            merged[flag] = _scalar(value, where, flag)
+    return set(seen)
 
 
 def _port(port, variable="sglang_port"):

@@ -280,32 +280,36 @@ def wait_ready(params, clock=time.monotonic, sleep=time.sleep, unit_check=check_
         sleep(max(0.0, params["poll"]))
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec={
-            "url": {"type": "str", "required": True},
-            "unit": {"type": "str", "default": ""},
-            "timeout": {"type": "int", "default": READY_TIMEOUT_S},
-            "poll": {"type": "float", "default": 1},
-            "model": {"type": "str", "default": ""},
-            "prompt": {"type": "str", "default": "The capital of France is"},
-            "max_tokens": {"type": "int", "default": 8, "no_log": False},
-            "api_key": {"type": "str", "default": "", "no_log": True},
-            "journal_lines": {"type": "int", "default": 40},
-            "stage_timeouts": {"type": "dict", "default": {}},
-            "slice": {"type": "float", "default": 0},
-            "resume": {"type": "dict", "default": {}},
-            "server_info": {"type": "bool", "default": False},
-            "admin_api_key": {"type": "str", "default": "", "no_log": True},
-        },
-        supports_check_mode=True,
-    )
-    params = module.params
+ARGUMENT_SPEC = {
+    "url": {"type": "str", "required": True},
+    "unit": {"type": "str", "default": ""},
+    "timeout": {"type": "int", "default": READY_TIMEOUT_S},
+    "poll": {"type": "float", "default": 1},
+    "model": {"type": "str", "default": ""},
+    "prompt": {"type": "str", "default": "The capital of France is"},
+    "max_tokens": {"type": "int", "default": 8, "no_log": False},
+    "api_key": {"type": "str", "default": "", "no_log": True},
+    "journal_lines": {"type": "int", "default": 40},
+    "stage_timeouts": {"type": "dict", "default": {}},
+    "slice": {"type": "float", "default": 0},
+    "resume": {"type": "dict", "default": {}},
+    "server_info": {"type": "bool", "default": False},
+    "admin_api_key": {"type": "str", "default": "", "no_log": True},
+}
+
+
+def _check_bounds(module, params):
     # `not 0 <= x <= a day`: nan and inf (a wait that never ends, a sleep that overflows) too.
     if not 0 <= params["timeout"] <= 86400 or params["max_tokens"] < 1 \
             or not 0 <= params["slice"] <= 86400 or not 0 <= params["poll"] <= 3600:
         module.fail_json(msg="timeout and slice must be 0 to 86400 seconds, poll 0 to 3600 "
                              "and max_tokens at least 1")
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    params = module.params
+    _check_bounds(module, params)
     unit = params["unit"]
     # The wall clock: a wait in slices spans several processes.
     now = time.time()

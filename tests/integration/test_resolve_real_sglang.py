@@ -66,7 +66,7 @@ def verdict(out, args, expect=None):
     site = source.find_package(str(full_venv(out["sglang_version"])))[0] \
         if out.get("sglang_version") else None
     facts = {"sglang_version": out["sglang_version"], "model": {"architectures": []},
-             "piecewise_blacklist": {}, "gpus": pf.sglang_described_gpus(A6000X2),
+             "piecewise_blacklist": {}, "gpus": pf.described_gpus(A6000X2),
              "custom_all_reduce_rules": source.custom_all_reduce_rules(site) if site else {}}
     return pf.sglang_preflight(facts, args, {}, expect or {}, resolution=out,
                                import_must_work=True)

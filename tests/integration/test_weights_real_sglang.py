@@ -25,7 +25,7 @@ def resolved(path, gpus, tp):
                                "env": {}, "timeout": 900})
     assert out["ran"] and not out["error"], out.get("reason") or out["error"]
     facts = {"sglang_version": "0.5.23", "model": {"architectures": []},
-             "piecewise_blacklist": {}, "gpus": pf.sglang_described_gpus(gpus)}
+             "piecewise_blacklist": {}, "gpus": pf.described_gpus(gpus)}
     return out, pf.sglang_preflight(facts, args, {}, {}, resolution=out)
 
 

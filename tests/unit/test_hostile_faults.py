@@ -293,9 +293,9 @@ def test_a_gpu_description_out_of_range_is_refused_by_name(key, value, tmp_path)
                                            "gpus": gpus, "timeout": 5})
     assert result.get("failed") and f"sglang_gpus.{key}" in result["msg"], result
     from ansible.errors import AnsibleFilterError
-    from ansible_collections.sglang.deploy.plugins.filter.sglang_preflight import sglang_described_gpus
+    from ansible_collections.sglang.deploy.plugins.filter.sglang_preflight import described_gpus
     with pytest.raises(AnsibleFilterError, match=f"sglang_gpus.{key}"):
-        sglang_described_gpus(gpus)
+        described_gpus(gpus)
     assert time.monotonic() - started < 5
 
 

@@ -579,3 +579,18 @@ def test_without_sglang_the_files_on_disk_are_no_evidence():
 def test_what_cannot_be_read_is_unknown(mib, fraction, words):
     row = memory_row(on_gpus(facts(), mib), mem_fraction_static=fraction)
     assert (row["predicted"], row["status"]) == ("unknown", "unknown") and words in row["evidence"]
+
+
+def test_described_gpus_stand_in_for_the_hosts():
+    """sglang_gpus (the `gpus` argument) replaces the host's GPUs in every row; empty keeps them."""
+    host = facts(gpus=0)
+    assert by_name(pf.sglang_preflight(host, ARGS))["tp_size"]["status"] == "unknown"
+    described = {"count": 2, "name": "NVIDIA RTX A6000", "memory_mib": 49140,
+                 "compute_capability": "8.6", "link": "NV4"}
+    verdict = pf.sglang_preflight(host, ARGS, gpus=described)
+    assert by_name(verdict)["tp_size"]["status"] == "ok"
+    one = pf.sglang_preflight(host, ARGS, gpus={**described, "count": 1})
+    assert by_name(one)["tp_size"]["status"] == "fail"
+    assert pf.sglang_preflight(host, ARGS, gpus={}) == pf.sglang_preflight(host, ARGS)
+    with pytest.raises(AnsibleFilterError, match="sglang_gpus.link"):
+        pf.sglang_preflight(host, ARGS, gpus={**described, "link": "FAST"})

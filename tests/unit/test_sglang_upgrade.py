@@ -62,7 +62,7 @@ NEW = resolution("0.5.23", "breakable", [PREFILL_ON],
 def verdict(res):
     facts = {"sglang_version": res.get("sglang_version") if isinstance(res, dict) else None,
              "model": {"architectures": []}, "piecewise_blacklist": {},
-             "custom_all_reduce_rules": CAR_RULES, "gpus": pf.sglang_described_gpus(A6000X2)}
+             "custom_all_reduce_rules": CAR_RULES, "gpus": pf.described_gpus(A6000X2)}
     return pf.sglang_preflight(facts, ARGS, {}, EXPECT, resolution=res)
 
 
