@@ -1,7 +1,12 @@
 #!/usr/bin/python
 # Copyright: sglang-deploy contributors
 # SPDX-License-Identifier: Apache-2.0
-"""Versioned SGLang releases: releases/<id>/ with a manifest, and a `current` symlink."""
+"""Versioned SGLang releases: releases/<id>/ with a manifest, and a `current` symlink.
+
+The module's documentation, its arguments and which state does what; the work is done by the
+release store (sglang_release_store), the switch of `current` and the statuses
+(sglang_release_switch) and the cleanup (sglang_release_cleanup).
+"""
 
 DOCUMENTATION = r"""
 module: sglang_release
@@ -286,628 +291,51 @@ verified:
   returned: state is packages
 """
 
-import datetime
-import hashlib
-import json
-import os
-import re
-import shutil
-import tempfile
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_envs as envs
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_release_cleanup as cleanup
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_release_store as store
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_release_switch as switch
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_service_read as service_read
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_files import (
-    discard, empty_trash, flock_guard, fsync_dir, symlink_atomic, write_atomic)
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_packages import PackageSetError, package_lines
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_read import read_bytes
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_releases import (
-    ID_RE, MANIFEST, ReleaseError, baseline_for, last_verdict_good, previous_good, read_current,
-    read_manifest, release_path)
-from ansible_collections.sglang.deploy.plugins.module_utils.sglang_redact import redact_env_text
-
-PACKAGES = "packages.txt"
-# In each release that names an env: a relative link to it (../../envs/<id>). The ml-env link
-# (env_link) points at <base_dir>/current/env once and for all, so that moving `current` (one
-# rename) moves both: they always name the same release's env.
-ENV_LINK = "env"
-TRASH = ".trash"
-# Temp names the module's own writes use; a cut run leaves them, the next run removes them.
-TEMP_RE = re.compile(r"\.(manifest|packages|repair|env)\..*")
-PACKAGES_HEADER = "# The package set of the env this release runs on (sha256 in manifest.json).\n"
-# Written by the module only: results and meta may not set them.
-OWNED = ("id", "seq", "status", "files", "args_hash", "packages_sha256", "env", "env_digest")
-SCHEMA = 1
-# Manifest facts shown by --diff beside the files.
-META_DIFF_KEYS = ("sglang_version", "launch_module", "extra_packages", "model")
-STAMP_RE = re.compile(r"[0-9]{8}T[0-9]{6}Z")
-FILE_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
-MODE_RE = re.compile(r"0?[0-7]{3,4}")
-
-
-def content_hash(files, meta):
-    canonical = json.dumps(
-        {"files": {f["name"]: [f["content"], f.get("mode", "0644")] for f in files}, "meta": meta},
-        sort_keys=True,
-        separators=(",", ":"),
-    )
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def _write_atomic(path, text, mode=0o644, prefix=".manifest."):
-    """Replace `path` whole; on any failure (ENOSPC...) no temp file is left behind."""
-    write_atomic(path, text, mode, prefix)
-
-
-def _write_json_atomic(path, data):
-    _write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
-
-
-def _serialised(base_dir):
-    """Activations and status changes of one base dir happen one at a time (flock)."""
-    os.makedirs(base_dir, mode=0o755, exist_ok=True)
-    return flock_guard(os.path.join(base_dir, ".release.lock"))
-
-
-def _now():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _release_files(base_dir, release, names):
-    out = {}
-    for name in names:
-        try:
-            with open(os.path.join(release_path(base_dir, release), name), encoding="utf-8") as fh:
-                out[name] = fh.read()
-        except (OSError, UnicodeDecodeError):
-            out[name] = ""
-    return out
-
-
-def _mode(path):
-    try:
-        return oct(os.stat(path).st_mode & 0o777)
-    except OSError:
-        return "0644"
-
-
-def _meta_text(manifest, keys):
-    return "".join(f"{k}: {json.dumps(manifest.get(k), sort_keys=True)}\n" for k in sorted(keys))
-
-
-def diff(base_dir, current, files, meta_keys=None, manifest=None, after_label="new release"):
-    """--diff output: each file, and the manifest facts (sglang version...), against current."""
-    before = _release_files(base_dir, current, [f["name"] for f in files]) if current else {}
-    after = list(files)
-    if meta_keys is not None:
-        cur_manifest = (read_manifest(base_dir, current) or {}) if current else {}
-        before["manifest"] = _meta_text(cur_manifest, meta_keys) if current else ""
-        after.append({"name": "manifest", "content": _meta_text(manifest, meta_keys)})
-
-    def shown(f, text):
-        # A private (0600) file is shown with the values of secret-named variables hidden.
-        return redact_env_text(text) if str(f.get("mode", "")).endswith("600") else text
-
-    return [
-        {
-            "before_header": f"current/{f['name']}" if current else "(no release)",
-            "after_header": f"{after_label}/{f['name']}",
-            "before": shown(f, before.get(f["name"], "")),
-            "after": shown(f, f["content"]),
-        }
-        for f in after
-        if before.get(f["name"], "") != f["content"]
-    ]
-
-
-def _check_request(stamp, files):
-    if not isinstance(stamp, str) or not STAMP_RE.fullmatch(stamp):
-        raise ReleaseError(f"stamp {stamp!r} must look like 20260101T000000Z (UTC)")
-    for f in files:
-        if not FILE_RE.fullmatch(f["name"]) or f["name"] in (".", "..", MANIFEST):
-            raise ReleaseError(f"invalid release file name {f['name']!r}: letters, digits, ._-")
-        if not MODE_RE.fullmatch(str(f.get("mode", "0644"))):
-            raise ReleaseError(f"{f['name']}: mode {f.get('mode')!r} is not an octal mode (0644)")
-        try:
-            f["content"].encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise ReleaseError(f"{f['name']}: content is not valid text ({exc.reason})") from None
-
-
-def _new_manifest(base_dir, release, digest, files, meta):
-    return {
-        "schema": SCHEMA,
-        "id": release,
-        # Creation order on this host, whatever the controller's clock said.
-        "seq": max([m.get("seq", 0) for m in _listing(base_dir)] + [0]) + 1,
-        "status": "pending",
-        "created": _now(),
-        "args_hash": digest,
-        "files": {f["name"]: hashlib.sha256(f["content"].encode()).hexdigest() for f in files},
-        **{k: v for k, v in meta.items() if k not in OWNED},
-    }
-
-
-def _write_release(base_dir, release, files, manifest):
-    """The release directory, written under a temp name and renamed whole into releases/."""
-    releases = os.path.join(base_dir, "releases")
-    os.makedirs(releases, mode=0o755, exist_ok=True)
-    tmp = tempfile.mkdtemp(dir=releases, prefix=f".{release}.")
-    try:
-        for f in files:
-            path = os.path.join(tmp, f["name"])
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(f["content"])
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(path, int(str(f.get("mode", "0644")), 8))
-        _write_json_atomic(os.path.join(tmp, MANIFEST), manifest)
-        os.chmod(tmp, 0o755)
-        os.rename(tmp, _path(base_dir, release))
-        fsync_dir(releases)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def prepare(base_dir, stamp, files, meta, check_mode=False):
-    """Create a release unless `current` already holds the same content. Returns a result dict."""
-    _check_request(stamp, files)
-    digest = content_hash(files, meta)
-    current = read_current(base_dir)
-    cur_manifest = read_manifest(base_dir, current) if current else None
-    result = {"current": current, "created": False, "changed": False}
-    if cur_manifest and cur_manifest.get("args_hash") == digest:
-        result.update(release=current, path=_path(base_dir, current), manifest=cur_manifest)
-        return _repair(base_dir, current, cur_manifest, files, result, check_mode)
-
-    release = f"{stamp}-{digest[:8]}"
-    manifest = _new_manifest(base_dir, release, digest, files, meta)
-    result.update(release=release, path=_path(base_dir, release), manifest=manifest,
-                  created=True, changed=True,
-                  diff=diff(base_dir, current, files, meta, manifest))
-    if check_mode:
-        return result
-    with _serialised(base_dir):
-        recover(base_dir)
-        return _create(base_dir, release, digest, files, manifest, result)
-
-
-def _create(base_dir, release, digest, files, manifest, result):
-    final = _path(base_dir, release)
-    if os.path.isdir(final):
-        existing = read_manifest(base_dir, release)
-        if existing and existing.get("args_hash") == digest:
-            # The same content prepared earlier in this run (or a retried run): reuse it.
-            result.update(manifest=existing, created=False)
-            return result
-        raise ReleaseError(f"{final} exists with other content")
-    _write_release(base_dir, release, files, manifest)
-    return result
-
-
-def _repair(base_dir, release, manifest, files, result, check_mode):
-    """Put back files of the serving release that were changed in place, from the rendering.
-
-    The rendering has the content hash the manifest records, so each rendered file is what the
-    release held when it was made; a file the rendering does not hold is refused with the list.
-    """
-    found = drift(base_dir, release, manifest)
-    if not found:
-        return result
-    rendered = {f["name"]: f for f in files}
-    lost = [d for d in found if d["file"] not in rendered or hashlib.sha256(
-        rendered[d["file"]]["content"].encode()).hexdigest() != manifest["files"][d["file"]]]
-    if lost:
-        raise ReleaseError(
-            f"release {release} was changed in place and cannot be re-rendered: "
-            + ", ".join(f"{d['file']} ({d['change']})" for d in found)
-            + ": deploy again after restoring them, or roll back")
-    on_disk = _release_files(base_dir, release, [d["file"] for d in found])
-    result.update(changed=True, drift=found, repaired=[d["file"] for d in found], diff=[
-        {"before_header": f"current/{d['file']} ({d['change']})",
-         "after_header": f"current/{d['file']} (re-rendered)",
-         "before": on_disk[d["file"]], "after": rendered[d["file"]]["content"]}
-        for d in found if not str(rendered[d["file"]].get("mode", "")).endswith("600")])
-    if check_mode:
-        return result
-    for d in found:
-        f = rendered[d["file"]]
-        _write_atomic(os.path.join(release_path(base_dir, release), f["name"]), f["content"],
-                      int(str(f.get("mode", "0644")), 8), ".repair.")
-    return result
-
-
-def verify(base_dir, release, manifest):
-    """Refuse a release whose files differ from what its manifest records (a `launch` or config
-    rewritten after it was made would run as the service's user, root by default), naming each
-    file and what changed."""
-    found = drift(base_dir, release, manifest)
-    expected = manifest.get("packages_sha256")
-    if expected and _sha256(os.path.join(_path(base_dir, release), PACKAGES)) != expected:
-        found.append({"file": PACKAGES, "change": "content changed"})
-    if found:
-        raise ReleaseError(
-            f"release {release} was changed after it was made: "
-            + ", ".join(f"{release_path(base_dir, release)}/{d['file']} ({d['change']})"
-                        for d in found)
-            + "; refused, nothing was switched or restarted. Deploy again (a new release) "
-            "or roll back to another release")
-
-
-def _checked_env(base_dir, manifest, check_mode=False):
-    """The id of the release's env, checked (complete, its RECORDs and its tree as built), or
-    None for a release that names no env. In check mode an env not built yet is the one the
-    step before would have built."""
-    env = manifest.get("env")
-    if not env:
-        return None
-    state = envs.check(base_dir, env)
-    if check_mode and not state["exists"]:
-        return env
-    if not state["complete"]:
-        raise ReleaseError(f"release {manifest['id']} runs on env {env}, which is not built under "
-                           f"{envs.envs_dir(base_dir)}: build it (a rollback rebuilds it from "
-                           "the release's packages.txt)")
-    if not state["intact"]:
-        raise ReleaseError(f"{envs.refusal(state)}; refused, nothing was switched. Run again "
-                           "with sglang_env_rebuild=true to build it again from its record")
-    return env
-
-
-def env_link_target(base_dir):
-    """Where the ml-env link points, always: the env of the release `current` names."""
-    return os.path.join(os.path.abspath(base_dir), "current", ENV_LINK)
-
-
-def _release_env_wanted(env):
-    return os.path.join("..", "..", envs.ENVS, env)
-
-
-def _release_env_ok(base_dir, release, env):
-    link = os.path.join(_path(base_dir, release), ENV_LINK)
-    return os.path.islink(link) and os.readlink(link) == _release_env_wanted(env)
-
-
-def _link_release_env(base_dir, release, env):
-    """releases/<id>/env -> ../../envs/<env> (relative: a moved base dir keeps it)."""
-    if env and not _release_env_ok(base_dir, release, env):
-        symlink_atomic(_release_env_wanted(env), os.path.join(_path(base_dir, release), ENV_LINK))
-
-
-def _env_link_ok(env_link, base_dir):
-    return os.path.islink(env_link) and os.readlink(env_link) == env_link_target(base_dir)
-
-
-def activate(base_dir, release, check_mode=False, env_link=None, rolled_back_reason=None):
-    """The switch: every change of the release a host serves goes through it.
-
-    The target is verified first (its files against its manifest, its env complete and as
-    built); then, under the release and envs locks, after what a cut run left is recovered:
-    the release's env link is made, the ml-env link (`env_link`) made to lead through
-    `current`, and `current` swapped in one rename. Cut anywhere, `current` names the old or the
-    new release, and the ml-env link leads to that release's env. With `rolled_back_reason`
-    (a rollback) the release left is marked rolled-back just before `current` moves."""
-    manifest = _require(base_dir, release)
-    current = read_current(base_dir)
-    env = manifest.get("env")
-    linked = envs.link_target(env_link) if env_link else None
-    relink = bool(env and env_link and not _env_link_ok(env_link, base_dir))
-    result = {"current": current, "release": release, "path": _path(base_dir, release),
-              "created": False, "manifest": manifest,
-              "changed": current != release or relink
-              or bool(env and not _release_env_ok(base_dir, release, env))}
-    if env_link and env:
-        result["env_linked"] = linked
-    if current != release and current:
-        names = sorted(manifest.get("files", {}))
-        target = [{"name": n, "content": c, "mode": _mode(os.path.join(_path(base_dir, release), n))}
-                  for n, c in _release_files(base_dir, release, names).items()]
-        result["diff"] = diff(base_dir, current, target, META_DIFF_KEYS, manifest, release)
-    if check_mode or not result["changed"]:
-        # What the switch would refuse, refused here too (read-only); a real switch checks
-        # once, under the locks.
-        verify(base_dir, release, manifest)
-        _checked_env(base_dir, manifest, check_mode)
-        return result
-    with _serialised(base_dir), envs.lock(base_dir):
-        recover(base_dir)
-        result["manifest"] = _switch(base_dir, release, env_link, rolled_back_reason)
-    return result
-
-
-def _switch(base_dir, release, env_link, rolled_back_reason=None):
-    """The file operations of a switch, in the one order that keeps every cut consistent."""
-    manifest = _require(base_dir, release)
-    verify(base_dir, release, manifest)
-    # The env is checked whether or not the ml-env link is asked: nothing runs unverified.
-    checked = _checked_env(base_dir, manifest)
-    env = checked if env_link else None
-    current = read_current(base_dir)
-    _link_release_env(base_dir, release, manifest.get("env"))
-    cur_env = (read_manifest(base_dir, current) or {}).get("env") if current else None
-    if current:
-        _link_release_env(base_dir, current, cur_env)
-    # Through current: before the swap when the serving release has its env link (or nothing
-    # serves yet), else after it (a release made before envs has none to lead to).
-    early = env and (current is None or cur_env)
-    if early and not _env_link_ok(env_link, base_dir):
-        try:
-            envs.switch_link(env_link, env_link_target(base_dir))
-        except OSError as exc:
-            raise ReleaseError(
-                f"the ml-env link {env_link} cannot be made to lead through "
-                f"{env_link_target(base_dir)} ({exc.strerror}): free space or give write access "
-                f"there (it may be another filesystem than {base_dir}); nothing was switched, "
-                f"current still names {current}") from None
-    if current != release:
-        manifest = _point_current(base_dir, release, current, rolled_back_reason)
-    if env and not early and not _env_link_ok(env_link, base_dir):
-        envs.switch_link(env_link, env_link_target(base_dir))
-    return manifest
-
-
-def recover(base_dir):
-    """What a cut run left under the base dir (call it under the release lock): the temp names
-    of the module's own writes, a release directory not yet renamed into place, a removal cut
-    short. Removed; returns their names."""
-    done = []
-    for name in os.listdir(base_dir) if os.path.isdir(base_dir) else []:
-        if name.startswith(".current."):
-            os.unlink(os.path.join(base_dir, name))
-            done.append(name)
-    releases = os.path.join(base_dir, "releases")
-    done += empty_trash(os.path.join(base_dir, TRASH))
-    for name in os.listdir(releases) if os.path.isdir(releases) else []:
-        path = os.path.join(releases, name)
-        if name.startswith(".") and os.path.isdir(path) \
-                and not os.path.islink(path):
-            shutil.rmtree(path)
-            done.append(name)
-        elif ID_RE.fullmatch(name) and os.path.isdir(path) and not os.path.islink(path):
-            for temp in (t for t in os.listdir(path) if TEMP_RE.fullmatch(t)):
-                os.unlink(os.path.join(path, temp))
-                done.append(f"{name}/{temp}")
-    return done
-
-
-def _point_current(base_dir, release, current, rolled_back_reason=None):
-    """The manifest changes of an activation, then `current` swapped (under the lock)."""
-    manifest = _require(base_dir, release)
-    left = read_manifest(base_dir, current) if current and rolled_back_reason else None
-    if isinstance(left, dict):
-        # A rollback: the release left is marked first. Cut between the two writes, current
-        # still names it, and the next run goes on to the newest good release, the target.
-        _write_json_atomic(os.path.join(release_path(base_dir, current), MANIFEST),
-                           dict(left, status="rolled-back", reason=rolled_back_reason,
-                                **{"rolled-back": _now()}))
-    # One release is `active` (live, not yet proven) at a time: an earlier one that never
-    # proved itself is superseded, even when two activations raced without the lock.
-    for other in _listing(base_dir):
-        if other.get("status") == "active" and other["id"] != release:
-            _write_json_atomic(os.path.join(release_path(base_dir, other["id"]), MANIFEST),
-                               dict(other, status="superseded", superseded_by=release))
-    # A release proven good before (a rollback target) stays good; a new one becomes active.
-    status = "good" if manifest.get("status") == "good" else "active"
-    manifest = dict(manifest, status=status, activated=_now(), previous=current)
-    _write_json_atomic(os.path.join(_path(base_dir, release), MANIFEST), manifest)
-    symlink_atomic(os.path.join("releases", release), os.path.join(base_dir, "current"))
-    return manifest
-
-
-def mark(base_dir, release, status, reason=None, check_mode=False, results=None):
-    """Set a release's status: good (proven to serve), failed or rolled-back (with the reason)."""
-    manifest = _require(base_dir, release)
-    results = results or {}
-    owned = sorted(set(results) & {*OWNED, "reason", "proven", status})
-    if owned:
-        raise ReleaseError(f"results may not set {owned}: the module writes them")
-    changed = manifest.get("status") != status or (reason and manifest.get("reason") != reason) \
-        or any(manifest.get(k) != v for k, v in results.items())
-    result = {"current": read_current(base_dir), "release": release, "created": False,
-              "path": _path(base_dir, release), "changed": bool(changed), "manifest": manifest}
-    if changed and not check_mode:
-        with _serialised(base_dir):
-            manifest = _require(base_dir, release)
-            extra = {"proven": _now()} if status == "good" else {status: _now(), "reason": reason}
-            manifest = dict(manifest, **results, status=status, **extra)
-            _write_json_atomic(os.path.join(_path(base_dir, release), MANIFEST), manifest)
-        result["manifest"] = manifest
-    return result
-
-
-def restore(base_dir, release, check_mode=False):
-    """A release that serves again after the one that replaced it failed (a by-hand rollback's
-    undo): good again when its last verdict was good (sglang_releases.last_verdict_good), else
-    left as the switch back made it, active (live, unproven), never called good unproven."""
-    manifest = _require(base_dir, release)
-    if last_verdict_good(manifest):
-        return mark(base_dir, release, "good", check_mode=check_mode)
-    return {"current": read_current(base_dir), "release": release, "created": False,
-            "path": _path(base_dir, release), "changed": False, "manifest": manifest}
-
-
-def packages(base_dir, release, lines=None, check_mode=False, env=None):
-    """Record `lines` as the release's package set (packages.txt, its sha256 in the manifest)
-    with `env` ({id, digest}: the env it runs on), or with `lines` None read the recorded set
-    back, checked against that sha256 and by the package line validator."""
-    manifest = _require(base_dir, release)
-    path = os.path.join(_path(base_dir, release), PACKAGES)
-    source = path
-    result = {"current": read_current(base_dir), "release": release, "created": False,
-              "path": _path(base_dir, release), "changed": False, "manifest": manifest}
-    if lines is not None:
-        checked = package_lines(lines, source)
-        text = PACKAGES_HEADER + "".join(f"{line}\n" for line in checked)
-        digest = hashlib.sha256(text.encode()).hexdigest()
-        owned = {"packages_sha256": digest, **(env or {})}
-        result.update(packages=checked, recorded=True, verified=True,
-                      changed=any(manifest.get(k) != v for k, v in owned.items())
-                      or _sha256(path) != digest)
-        if result["changed"] and not check_mode:
-            with _serialised(base_dir):
-                manifest = _require(base_dir, release)
-                _write_atomic(path, text, 0o644, ".packages.")
-                manifest = dict(manifest, **owned)
-                _write_json_atomic(os.path.join(_path(base_dir, release), MANIFEST), manifest)
-            result["manifest"] = manifest
-        return result
-    expected = manifest.get("packages_sha256")
-    try:
-        data = read_bytes(path)
-    except FileNotFoundError:
-        if expected:
-            raise ReleaseError(f"{path} is missing, though the manifest records its sha256: "
-                               "the release's package set cannot be restored") from None
-        return dict(result, packages=[], recorded=False, verified=False)
-    except OSError as exc:
-        raise ReleaseError(f"cannot read the package set of release {release}: {exc}") from None
-    if expected and hashlib.sha256(data).hexdigest() != expected:
-        raise ReleaseError(f"{path} no longer has the sha256 its manifest records ({expected}): "
-                           "it was changed after the release recorded it; refused")
-    lines = data.decode("utf-8", "replace").splitlines()
-    return dict(result, packages=package_lines(lines, source), recorded=True,
-                verified=bool(expected))
-
-
-def _sha256(path):
-    try:
-        return hashlib.sha256(read_bytes(path)).hexdigest()
-    except OSError:
-        return None
-
-
-def _listing(base_dir):
-    """Manifests of all releases in creation order: by `seq`, which a wrong clock cannot
-    poison (ids carry the controller's time), then by id for releases made before `seq`."""
-    releases_dir = os.path.join(base_dir, "releases")
-    names = [n for n in os.listdir(releases_dir) if ID_RE.fullmatch(n)] \
-        if os.path.isdir(releases_dir) else []
-    releases = [read_manifest(base_dir, n) or {"id": n, "status": "unreadable", "seq": 0}
-                for n in names]
-    return sorted(releases, key=lambda m: (m.get("seq", 0), m["id"]))
-
-
-def drift(base_dir, release, manifest):
-    """What changed in a release's files since it was made: [{file, change}] (hashes)."""
-    found = []
-    for name, expected in sorted((manifest.get("files") or {}).items()):
-        path = os.path.join(release_path(base_dir, release), str(name))
-        try:
-            with open(path, "rb") as fh:
-                digest = hashlib.sha256(fh.read()).hexdigest()
-        except FileNotFoundError:
-            found.append({"file": name, "change": "missing"})
-            continue
-        except OSError as exc:
-            found.append({"file": name, "change": f"unreadable ({exc.strerror})"})
-            continue
-        if digest != expected:
-            found.append({"file": name, "change": "content changed"})
-    return found
-
-
-def info(base_dir, release=None, proving=None):
-    """All releases, oldest first, the newest good one that is not current, current's drift;
-    each release says whether the env it names is built (`env_ready`); with `release`, its
-    manifest as `proven` when it is good; with `proving`, the baseline of a proof of that
-    release as `proven` (sglang_releases.baseline_for: the newest good release but it)."""
-    current = read_current(base_dir)
-    releases = [dict(m, env_ready=_env_ready(base_dir, m.get("env"))) for m in _listing(base_dir)]
-    cur = next((m for m in releases if m["id"] == current), None)
-    found = {"changed": False, "current": current, "releases": releases,
-             "previous_good": previous_good(releases, current),
-             "drift": drift(base_dir, current, cur) if cur else []}
-    if release is not None:
-        found["proven"] = next((m for m in releases if m["id"] == release
-                                and m.get("status") == "good"), {})
-    elif proving is not None:
-        found["proven"] = baseline_for(releases, proving)
-    return found
-
-
-def _env_ready(base_dir, env):
-    try:
-        return bool(env) and os.path.isfile(os.path.join(envs.env_path(base_dir, env), envs.MARKER))
-    except envs.EnvError:
-        return False
-
-
-def _doomed(state, keep_good, keep_other):
-    """The releases beyond the limits, oldest first; never current nor the rollback target."""
-    protected = {state["current"], state["previous_good"]} - {None}
-    # A release rolled back from by hand had been proven good: it is kept like one.
-    proven = ("good", "rolled-back")
-    readable = [m for m in state["releases"] if m.get("status") != "unreadable"]
-    good = [m["id"] for m in readable if m.get("status") in proven]
-    other = [m["id"] for m in readable if m.get("status") not in proven]
-    oldest = good[:max(0, len(good) - keep_good)] + other[:max(0, len(other) - keep_other)]
-    return sorted(r for r in oldest if r not in protected)
-
-
-def _unnamed_envs(base_dir, kept, env_link):
-    """The envs no kept release names and `env_link` does not point at."""
-    named = {m.get("env") for m in kept}
-    if env_link:
-        named.add(envs.link_target(env_link))
-    return [e for e in envs.listing(base_dir) if e not in named]
-
-
-def cleanup(base_dir, keep_good=5, keep_other=3, check_mode=False, env_link=None):
-    """Delete the oldest releases beyond the limits; never current or the rollback target,
-    never a release whose manifest cannot be read (it may have been good). The envs no kept
-    release names go with them, never the one `env_link` points at, and so does the share of
-    uv's cache that only they used. Each tree is renamed into a trash directory before it is
-    removed, so a cut cleanup leaves whole trees or none; the next run empties the trash.
-    `freed_bytes` is measured (du before and after, a hardlinked file once), not estimated."""
-    if keep_good < 0 or keep_other < 0:
-        raise ReleaseError("keep_good and keep_other must be 0 or more")
-    if check_mode:
-        return _cleanup(base_dir, keep_good, keep_other, True, env_link)
-    with _serialised(base_dir), envs.lock(base_dir):
-        recover(base_dir)
-        envs.recover(base_dir)
-        return _cleanup(base_dir, keep_good, keep_other, False, env_link)
-
-
-def _cleanup(base_dir, keep_good, keep_other, check_mode, env_link):
-    state = info(base_dir)
-    doomed = _doomed(state, keep_good, keep_other)
-    kept = [m for m in state["releases"] if m["id"] not in doomed]
-    doomed_envs = _unnamed_envs(base_dir, kept, env_link)
-    left = [e for e in envs.listing(base_dir) if e not in doomed_envs]
-    before = envs.disk_usage([envs.envs_dir(base_dir)])
-    if not check_mode:
-        for release in doomed:
-            discard(release_path(base_dir, release), os.path.join(base_dir, TRASH))
-        for env in doomed_envs:
-            discard(envs.env_path(base_dir, env), envs.trash_dir(base_dir))
-    cache = envs.reclaim_cache(base_dir, _packages_of(base_dir, left), check_mode)
-    after = envs.disk_usage([envs.envs_dir(base_dir)])
-    return {"changed": bool(doomed or doomed_envs or cache), "removed": doomed,
-            "current": state["current"], "kept": [m["id"] for m in kept],
-            "removed_envs": doomed_envs, "removed_cache": cache,
-            "envs_disk_bytes": after, "freed_bytes": before - after,
-            "unreadable": [m["id"] for m in state["releases"] if m.get("status") == "unreadable"]}
-
-
-def _packages_of(base_dir, kept_envs):
-    """The package lines of the kept envs (their markers)."""
-    return [line for env in kept_envs
-            for line in (envs.read_marker(envs.env_path(base_dir, env)) or {}).get("packages", [])]
-
-
-def _path(base_dir, release):
-    return release_path(base_dir, release)
-
-
-def _require(base_dir, release):
-    release_path(base_dir, release)
-    manifest = read_manifest(base_dir, release)
-    if manifest is None:
-        raise ReleaseError(f"release {release} has no readable manifest under {base_dir}/releases")
-    return manifest
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_packages import PackageSetError
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_releases import ReleaseError
+
+ARGUMENT_SPEC = {
+    "base_dir": {"type": "path", "required": True},
+    "state": {"type": "str",
+              "choices": ["present", "active", "good", "failed", "rolled-back", "restored",
+                          "info", "cleanup", "packages"],
+              "default": "present"},
+    "stamp": {"type": "str"},
+    "files": {"type": "list", "elements": "dict", "options": {
+        "name": {"type": "str", "required": True},
+        "content": {"type": "str", "required": True},
+        "mode": {"type": "str", "default": "0644"},
+    }},
+    "meta": {"type": "dict", "default": {}},
+    "release": {"type": "str"},
+    "proving": {"type": "str"},
+    "reason": {"type": "str"},
+    "rolled_back_reason": {"type": "str"},
+    "results": {"type": "dict"},
+    "packages": {"type": "list", "elements": "str"},
+    "env": {"type": "str"},
+    "env_digest": {"type": "str"},
+    "env_link": {"type": "path"},
+    "keep_good": {"type": "int", "default": 5},
+    "keep_other": {"type": "int", "default": 3},
+    # Checked below (sglang_service_read.SPEC): a dict with suboptions cannot refuse a
+    # value that is not a dict with a message.
+    "service": {"type": "dict"},
+}
+REQUIRED_IF = [("state", "present", ["stamp", "files"]),
+               ("state", "active", ["release"]),
+               ("state", "good", ["release"]),
+               ("state", "restored", ["release"]),
+               ("state", "failed", ["release", "reason"]),
+               ("state", "rolled-back", ["release", "reason"]),
+               ("state", "packages", ["release"])]
 
 
 def service_state(service, base_dir, release):
@@ -923,68 +351,42 @@ def service_state(service, base_dir, release):
         raise ReleaseError(f"service: cannot read what the deploy would write: {exc}") from None
 
 
+def _present(p, check_mode):
+    result = store.prepare(p["base_dir"], p["stamp"], p["files"], p["meta"], check_mode)
+    if p["service"] is not None:
+        result["service"] = service_state(p["service"], p["base_dir"], result["release"])
+    return result
+
+
+def _packages(p, check_mode):
+    env = {k: p[k] for k in ("env", "env_digest") if p[k]}
+    return store.packages(p["base_dir"], p["release"], p["packages"], check_mode, env)
+
+
+def _mark(p, check_mode):
+    return switch.mark(p["base_dir"], p["release"], p["state"], p["reason"], check_mode,
+                       p["results"])
+
+
+STATES = {
+    "present": _present,
+    "info": lambda p, _check: store.info(p["base_dir"], p["release"], p["proving"]),
+    "cleanup": lambda p, check: cleanup.cleanup(p["base_dir"], p["keep_good"], p["keep_other"],
+                                                check, p["env_link"]),
+    "active": lambda p, check: switch.activate(p["base_dir"], p["release"], check,
+                                               p["env_link"], p["rolled_back_reason"]),
+    "restored": lambda p, check: switch.restore(p["base_dir"], p["release"], check),
+    "packages": _packages,
+}
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "base_dir": {"type": "path", "required": True},
-            "state": {"type": "str",
-                      "choices": ["present", "active", "good", "failed", "rolled-back", "restored",
-                                  "info", "cleanup", "packages"],
-                      "default": "present"},
-            "stamp": {"type": "str"},
-            "files": {"type": "list", "elements": "dict", "options": {
-                "name": {"type": "str", "required": True},
-                "content": {"type": "str", "required": True},
-                "mode": {"type": "str", "default": "0644"},
-            }},
-            "meta": {"type": "dict", "default": {}},
-            "release": {"type": "str"},
-            "proving": {"type": "str"},
-            "reason": {"type": "str"},
-            "rolled_back_reason": {"type": "str"},
-            "results": {"type": "dict"},
-            "packages": {"type": "list", "elements": "str"},
-            "env": {"type": "str"},
-            "env_digest": {"type": "str"},
-            "env_link": {"type": "path"},
-            "keep_good": {"type": "int", "default": 5},
-            "keep_other": {"type": "int", "default": 3},
-            # Checked below (sglang_service_read.SPEC): a dict with suboptions cannot refuse a
-            # value that is not a dict with a message.
-            "service": {"type": "dict"},
-        },
-        mutually_exclusive=[("release", "proving")],
-        required_if=[("state", "present", ["stamp", "files"]),
-                     ("state", "active", ["release"]),
-                     ("state", "good", ["release"]),
-                     ("state", "restored", ["release"]),
-                     ("state", "failed", ["release", "reason"]),
-                     ("state", "rolled-back", ["release", "reason"]),
-                     ("state", "packages", ["release"])],
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[("release", "proving")],
+                           required_if=REQUIRED_IF, supports_check_mode=True)
     p = module.params
     try:
-        if p["state"] == "present":
-            result = prepare(p["base_dir"], p["stamp"], p["files"], p["meta"], module.check_mode)
-            if p["service"] is not None:
-                result["service"] = service_state(p["service"], p["base_dir"], result["release"])
-        elif p["state"] == "info":
-            result = info(p["base_dir"], p["release"], p["proving"])
-        elif p["state"] == "cleanup":
-            result = cleanup(p["base_dir"], p["keep_good"], p["keep_other"], module.check_mode,
-                             p["env_link"])
-        elif p["state"] == "active":
-            result = activate(p["base_dir"], p["release"], module.check_mode, p["env_link"],
-                              p["rolled_back_reason"])
-        elif p["state"] == "restored":
-            result = restore(p["base_dir"], p["release"], module.check_mode)
-        elif p["state"] == "packages":
-            env = {k: p[k] for k in ("env", "env_digest") if p[k]}
-            result = packages(p["base_dir"], p["release"], p["packages"], module.check_mode, env)
-        else:
-            result = mark(p["base_dir"], p["release"], p["state"], p["reason"], module.check_mode,
-                          p["results"])
+        # good, failed and rolled-back set the release's status.
+        result = STATES.get(p["state"], _mark)(p, module.check_mode)
     except (ReleaseError, PackageSetError, envs.EnvError) as exc:
         module.fail_json(msg=str(exc))
     except OSError as exc:

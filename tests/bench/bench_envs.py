@@ -35,6 +35,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 from support import load_module  # noqa: E402
 
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_envs as envs  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_release_cleanup as clean  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_release_store as store  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_release_switch as switch  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_releases import ReleaseError  # noqa: E402
 
 CACHE = Path(os.environ.get("SGLANG_DEPLOY_CACHE", Path.home() / ".cache" / "sglang-deploy"))
 EXTRAS = ("uv==0.13.9", "six==1.17.0")
@@ -54,13 +58,13 @@ def counterparts(base, rel):
     return {str(p): p.read_bytes() for p in found}
 
 
-def deploy(rel, envmod, base, params, requirements, n):
+def deploy(envmod, base, params, requirements, n):
     env = envmod.present(dict(params, requirements=requirements))
     files = [{"name": "launch", "content": f"exec {env['path']}/bin/python\n", "mode": "0755"}]
-    made = rel.prepare(str(base), f"20261202T00000{n}Z", files, {"set": requirements})["release"]
-    rel.packages(str(base), made, env["packages"], env={"env": env["id"],
-                                                       "env_digest": env["digest"]})
-    rel.activate(str(base), made, env_link=str(base / "ml-env"))
+    made = store.prepare(str(base), f"20261202T00000{n}Z", files, {"set": requirements})["release"]
+    store.packages(str(base), made, env["packages"], env={"env": env["id"],
+                                                         "env_digest": env["digest"]})
+    switch.activate(str(base), made, env_link=str(base / "ml-env"))
     return made, env
 
 
@@ -76,7 +80,7 @@ def main():
     args = parser.parse_args()
     if not args.wheelhouse:
         sys.exit("no full wheelhouse: run `make wheelhouse-full` first")
-    envmod, rel = load_module("sglang_env"), load_module("sglang_release")
+    envmod = load_module("sglang_env")
     base = Path(args.base or tempfile.mkdtemp(prefix="bench-envs-", dir="/var/tmp"))
     uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
     params = {"base_dir": str(base), "python": "python3.11" if shutil.which("python3.11")
@@ -87,7 +91,7 @@ def main():
     failed = []
     try:
         start = time.monotonic()
-        first, one = deploy(rel, envmod, base, params, [f"sglang=={args.version}"], 1)
+        first, one = deploy(envmod, base, params, [f"sglang=={args.version}"], 1)
         print(f"set 1: sglang=={args.version}, {len(one['packages'])} packages, link mode "
               f"{envs.read_marker(one['path'])['link_mode']}, built in "
               f"{time.monotonic() - start:.1f} s; base dir {du(base) / 1e9:.2f} GB "
@@ -96,7 +100,7 @@ def main():
         others = []
         for n, extra in enumerate(EXTRAS, start=2):
             start = time.monotonic()
-            made, env = deploy(rel, envmod, base, params, [f"sglang=={args.version}", extra], n)
+            made, env = deploy(envmod, base, params, [f"sglang=={args.version}", extra], n)
             others.append((made, env))
             print(f"set {n}: + {extra}, built in {time.monotonic() - start:.1f} s; base dir "
                   f"{du(base) / 1e9:.2f} GB")
@@ -116,9 +120,9 @@ def main():
         failed += ["the edit reached " + ", ".join(reached)] if reached else []
         failed += ["another env is no longer intact"] if len(intact) != len(others) else []
         try:
-            rel.activate(str(base), first, env_link=str(base / "ml-env"))
+            switch.activate(str(base), first, env_link=str(base / "ml-env"))
             failed.append("the switch to the edited env was not refused")
-        except rel.ReleaseError as exc:
+        except ReleaseError as exc:
             print(f"the switch to it: refused: {exc}")
 
         times = []
@@ -131,8 +135,8 @@ def main():
               f"{statistics.median(times):.2f} s of {', '.join(f'{t:.2f}' for t in times)}")
 
         for made in (first, others[0][0]):
-            rel.mark(str(base), made, "failed", "bench: cleaned")
-        out = rel.cleanup(str(base), 0, 0, env_link=str(base / "ml-env"))
+            switch.mark(str(base), made, "failed", "bench: cleaned")
+        out = clean.cleanup(str(base), 0, 0, env_link=str(base / "ml-env"))
         left = du(base)
         print(f"cleanup removed {len(out['removed'])} releases, envs {out['removed_envs']}, "
               f"{len(out['removed_cache'])} cache entries; reported freed "

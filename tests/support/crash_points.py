@@ -34,7 +34,11 @@ from support import ROOT  # noqa: E402,F401  (puts the collection on sys.path)
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_envs as envs  # noqa: E402
 from ansible_collections.sglang.deploy.plugins.modules import sglang_env as envmod  # noqa: E402
 from ansible_collections.sglang.deploy.plugins.modules import sglang_drift as driftmod  # noqa: E402
-from ansible_collections.sglang.deploy.plugins.modules import sglang_release as rel  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_release_cleanup as clean  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_release_store as store  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_release_switch as switch  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_releases import (  # noqa: E402
+    read_current, read_manifest)
 
 FAULTS = ("kill", "ENOSPC", "EROFS")
 INSTALLER_FAULTS = FAULTS + ("timeout",)
@@ -208,10 +212,10 @@ def _release(base, env, config, stamp="20261201T000000Z"):
     files = [{"name": "config.yaml", "content": config},
              {"name": "launch", "content": f"#!/bin/sh\nexec {base}/envs/{env}/bin/python\n",
               "mode": "0755"}]
-    made = rel.prepare(str(base), stamp, files, {"sglang_version": "0.5.23"})["release"]
+    made = store.prepare(str(base), stamp, files, {"sglang_version": "0.5.23"})["release"]
     marker = envs.read_marker(envs.env_path(str(base), env))
-    rel.packages(str(base), made, marker["packages"],
-                 env={"env": env, "env_digest": marker["digest"]})
+    store.packages(str(base), made, marker["packages"],
+                   env={"env": env, "env_digest": marker["digest"]})
     return made
 
 
@@ -225,9 +229,9 @@ class Host:
         _env(self.base, ENV_B, ["sglang==0.5.22", "torch==2.14.1"])
         self.a = _release(self.base, ENV_A, "a: 1\n")
         self.b = _release(self.base, ENV_B, "b: 1\n", "20261201T000001Z")
-        rel.activate(str(self.base), self.a, env_link=str(self.link))
-        rel.mark(str(self.base), self.a, "good")
-        rel.mark(str(self.base), self.b, "good")
+        switch.activate(str(self.base), self.a, env_link=str(self.link))
+        switch.mark(str(self.base), self.a, "good")
+        switch.mark(str(self.base), self.b, "good")
         if old_layout:  # as the version before left it: the ml-env link straight to envs/<id>
             os.unlink(self.link)
             os.symlink(str(self.base / "envs" / ENV_A), self.link)
@@ -235,12 +239,12 @@ class Host:
 
 
 def _switch(host, target, rolled_back_reason=None):
-    return lambda: rel.activate(str(host.base), target, env_link=str(host.link),
-                                rolled_back_reason=rolled_back_reason)
+    return lambda: switch.activate(str(host.base), target, env_link=str(host.link),
+                                   rolled_back_reason=rolled_back_reason)
 
 
 def _cleanup(host):
-    return lambda: rel.cleanup(str(host.base), 0, 0, env_link=str(host.link))
+    return lambda: clean.cleanup(str(host.base), 0, 0, env_link=str(host.link))
 
 
 OLD_PROM = "# HELP sglang_drift_check_success before\nsglang_drift_check_success 1\n"
@@ -272,7 +276,7 @@ SCENARIOS = {
     "deploy: switch to a new release": lambda h: (_switch(h, h.b), h.b, None),
     "deploy: switch from the layout before": lambda h: (_switch(h, h.b), h.b, None),
     "rollback: switch back": lambda h: (
-        rel.activate(str(h.base), h.b, env_link=str(h.link))
+        switch.activate(str(h.base), h.b, env_link=str(h.link))
         and _switch(h, h.a, "rolled back by hand"), h.a, None),
     "env build beside the serving one": lambda h: (
         lambda: _env(h.base, ENV_C, ["sglang==0.5.23", "torch==2.14.1", "extra==1.0"]),
@@ -281,8 +285,8 @@ SCENARIOS = {
         lambda: _env(h.base, ENV_B, ["sglang==0.5.22", "torch==2.14.1"]), h.a, ENV_B),
     "cleanup: releases, envs and cache": lambda h: (
         _env(h.base, ENV_C, ["sglang==0.5.21", "extra==1.0"])
-        and rel.mark(str(h.base), _release(h.base, ENV_C, "c: 1\n", "20261201T000002Z"),
-                     "failed", "refused") and _cleanup(h), h.a, None),
+        and switch.mark(str(h.base), _release(h.base, ENV_C, "c: 1\n", "20261201T000002Z"),
+                        "failed", "refused") and _cleanup(h), h.a, None),
     "monitoring: the drift check and its textfile": lambda h: (_drift(h), h.a, None),
 }
 
@@ -290,8 +294,8 @@ SCENARIOS = {
 # --- the invariants --------------------------------------------------------------------------
 
 def _current_env(host):
-    current = rel.read_current(str(host.base))
-    return current, (rel.read_manifest(str(host.base), current) or {}).get("env")
+    current = read_current(str(host.base))
+    return current, (read_manifest(str(host.base), current) or {}).get("env")
 
 
 def check_cut(host, before, target):
@@ -299,8 +303,8 @@ def check_cut(host, before, target):
     bad = {}
     try:
         current, env = _current_env(host)
-        manifest = rel._require(str(host.base), current)
-        rel.verify(str(host.base), current, manifest)
+        manifest = store.require(str(host.base), current)
+        store.verify(str(host.base), current, manifest)
     except Exception as exc:  # noqa: BLE001 - any failure is the violation
         return {"S1": str(exc)}
     if current not in (before, target):
@@ -348,7 +352,7 @@ def _leftovers(host):
     found += [n for n in os.listdir(base / "releases") if n.startswith(".")]
     for release in os.listdir(base / "releases"):
         found += [f"{release}/{n}" for n in os.listdir(base / "releases" / release)
-                  if rel.TEMP_RE.fullmatch(n)]
+                  if store.TEMP_RE.fullmatch(n)]
     found += [n for n in os.listdir(base / "envs") if n.startswith(".trash")
               or envs.ASIDE_RE.fullmatch(n)]
     found += [n for n in os.listdir(host.link.parent) if n.startswith(".ml-env.")]
@@ -361,7 +365,7 @@ def check_next(host, name, target, env, result):
                   if envs.read_marker(envs.env_path(str(host.base), e)) is None]
     if incomplete:
         bad["N1"] = f"incomplete envs {incomplete}"
-    unreadable = [m["id"] for m in rel.info(str(host.base))["releases"]
+    unreadable = [m["id"] for m in store.info(str(host.base))["releases"]
                   if m.get("status") == "unreadable"]
     if _leftovers(host) or unreadable:
         bad["N2"] = f"left {_leftovers(host)}, half releases {unreadable}"
@@ -372,9 +376,9 @@ def check_next(host, name, target, env, result):
         measured = envs.disk_usage([envs.envs_dir(str(host.base))])
         if result.get("envs_disk_bytes") != measured:
             bad["N4"] = f"reported {result.get('envs_disk_bytes')}, du {measured}"
-    named = {m.get("env") for m in rel.info(str(host.base))["releases"]}
+    named = {m.get("env") for m in store.info(str(host.base))["releases"]}
     gone = [e for e in named - {None} if not os.path.isdir(envs.env_path(str(host.base), e))]
-    if gone or not {host.a, host.b} <= {m["id"] for m in rel.info(str(host.base))["releases"]}:
+    if gone or not {host.a, host.b} <= {m["id"] for m in store.info(str(host.base))["releases"]}:
         bad["N5"] = f"envs gone {gone}"
     return bad
 
@@ -397,7 +401,7 @@ def run_scenario(name, workdir, faults=None):
         kinds = INSTALLER_FAULTS if seen[at - 1].startswith("installer") else FAULTS
         for fault in (f for f in kinds if faults is None or f in faults):
             host, operation, target, env = fresh(f"{at}-{fault}")
-            before = rel.read_current(str(host.base))
+            before = read_current(str(host.base))
             _in_child(operation, at, fault)
             runs += 1
             where = f"{name}: {fault} at #{at} ({seen[at - 1]})"

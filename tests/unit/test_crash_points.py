@@ -21,17 +21,17 @@ def test_a_scenario_holds_every_invariant_at_every_crash_point(tmp_path):
 
 def _switch_of_the_version_before(base_dir, release, env_link, rolled_back_reason=None):
     """current first, then the ml-env link straight at envs/<id>: two pointers, two renames."""
-    manifest = cp.rel._require(base_dir, release)
+    manifest = cp.store.require(base_dir, release)
     env = manifest["env"]
-    current = cp.rel.read_current(base_dir)
-    manifest = cp.rel._point_current(base_dir, release, current, rolled_back_reason)
+    current = cp.read_current(base_dir)
+    manifest = cp.switch._point_current(base_dir, release, current, rolled_back_reason)
     envs.switch_link(env_link, envs.env_path(base_dir, env))
     return manifest
 
 
 @pytest.mark.slow
 def test_a_switch_of_two_pointers_is_caught(tmp_path, monkeypatch):
-    monkeypatch.setattr(cp.rel, "_switch", _switch_of_the_version_before)
+    monkeypatch.setattr(cp.switch, "_switch", _switch_of_the_version_before)
     result = cp.run_scenario("rollback: switch back", str(tmp_path))
     assert any(": S2 " in v for v in result["violations"]), result["violations"]
 
@@ -41,7 +41,7 @@ def test_a_cleanup_that_removes_in_place_is_caught(tmp_path, monkeypatch):
     def in_place(path, _trash):
         if os.path.lexists(path):
             shutil.rmtree(path)
-    monkeypatch.setattr(cp.rel, "discard", in_place)
+    monkeypatch.setattr(cp.clean, "discard", in_place)
     result = cp.run_scenario("cleanup: releases, envs and cache", str(tmp_path), faults=["kill"])
     assert any(": N2 " in v and "half releases" in v for v in result["violations"])
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_files as files
-from ansible_collections.sglang.deploy.plugins.modules import sglang_lock, sglang_release
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_release_store
+from ansible_collections.sglang.deploy.plugins.modules import sglang_lock
 
 PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
 
@@ -60,7 +61,7 @@ def test_the_guard_excludes_another_holder_and_refuses_a_symlink(tmp_path):
 
 def test_lock_and_release_share_the_guard():
     assert sglang_lock.flock_guard is files.flock_guard
-    assert sglang_release.flock_guard is files.flock_guard
+    assert sglang_release_store.flock_guard is files.flock_guard
 
 
 def test_no_hand_made_temp_name_in_the_plugins():

@@ -4,9 +4,14 @@ import os
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from support import load_module
+from support import ROOT  # noqa: F401  (puts the collection on sys.path)
 
-rel = load_module("sglang_release")
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_envs as envs
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_release_cleanup as clean
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_release_store as store
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_release_switch as switch
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_releases import (
+    ReleaseError, read_current, read_manifest, release_path)
 
 STAMP = "20261129T120000Z"
 META = {"sglang_version": "0.5.23", "launch_module": "sglang.launch_server"}
@@ -20,13 +25,13 @@ def files(config="tp-size: 2\n"):
 
 
 def deploy(base, config="tp-size: 2\n", stamp=STAMP, meta=META):
-    prepared = rel.prepare(str(base), stamp, files(config), meta)
-    rel.activate(str(base), prepared["release"])
+    prepared = store.prepare(str(base), stamp, files(config), meta)
+    switch.activate(str(base), prepared["release"])
     return prepared
 
 
 def test_first_prepare_creates_a_pending_release(tmp_path):
-    out = rel.prepare(str(tmp_path), STAMP, files(), META)
+    out = store.prepare(str(tmp_path), STAMP, files(), META)
     assert out["created"] and out["changed"]
     assert out["release"].startswith(STAMP + "-") and len(out["release"]) == len(STAMP) + 9
     path = tmp_path / "releases" / out["release"]
@@ -41,7 +46,7 @@ def test_first_prepare_creates_a_pending_release(tmp_path):
 
 def test_same_content_makes_no_release(tmp_path):
     first = deploy(tmp_path)
-    again = rel.prepare(str(tmp_path), "20261130T000000Z", files(), META)
+    again = store.prepare(str(tmp_path), "20261130T000000Z", files(), META)
     assert not again["changed"] and not again["created"]
     assert again["release"] == first["release"]
     assert os.listdir(tmp_path / "releases") == [first["release"]]
@@ -53,53 +58,53 @@ def test_same_content_makes_no_release(tmp_path):
 )
 def test_changed_config_or_version_makes_a_new_release(tmp_path, config, meta):
     first = deploy(tmp_path)
-    second = rel.prepare(str(tmp_path), "20261130T000000Z", files(config), meta)
+    second = store.prepare(str(tmp_path), "20261130T000000Z", files(config), meta)
     assert second["created"] and second["release"] != first["release"]
     assert sorted(os.listdir(tmp_path / "releases")) == [first["release"], second["release"]]
 
 
 def test_activate_swaps_current_and_records_previous(tmp_path):
     first = deploy(tmp_path)
-    second = rel.prepare(str(tmp_path), "20261130T000000Z", files("tp-size: 4\n"), META)
-    out = rel.activate(str(tmp_path), second["release"])
+    second = store.prepare(str(tmp_path), "20261130T000000Z", files("tp-size: 4\n"), META)
+    out = switch.activate(str(tmp_path), second["release"])
     assert out["changed"] and out["current"] == first["release"]
     assert os.readlink(tmp_path / "current") == f"releases/{second['release']}"
-    manifest = rel.read_manifest(str(tmp_path), second["release"])
+    manifest = read_manifest(str(tmp_path), second["release"])
     assert manifest["status"] == "active" and manifest["previous"] == first["release"]
-    assert not rel.activate(str(tmp_path), second["release"])["changed"]
-    rel.mark(str(tmp_path), first["release"], "good")
-    back = rel.activate(str(tmp_path), first["release"], check_mode=True)
+    assert not switch.activate(str(tmp_path), second["release"])["changed"]
+    switch.mark(str(tmp_path), first["release"], "good")
+    back = switch.activate(str(tmp_path), first["release"], check_mode=True)
     assert back["changed"] and os.readlink(tmp_path / "current").endswith(second["release"])
     config_diff = back["diff"][0]
     assert config_diff["after_header"] == f"{first['release']}/config.yaml"
     assert (config_diff["before"], config_diff["after"]) == ("tp-size: 4\n", "tp-size: 2\n")
-    rel.activate(str(tmp_path), first["release"])  # a rollback keeps a proven release good
-    assert rel.read_manifest(str(tmp_path), first["release"])["status"] == "good"
+    switch.activate(str(tmp_path), first["release"])  # a rollback keeps a proven release good
+    assert read_manifest(str(tmp_path), first["release"])["status"] == "good"
 
 
 def test_mark_failed_keeps_the_reason_and_is_never_a_rollback_target(tmp_path):
     first = deploy(tmp_path)
-    rel.mark(str(tmp_path), first["release"], "good")
-    second = rel.prepare(str(tmp_path), "20261130T000000Z", files("tp-size: 4\n"), META)
-    out = rel.mark(str(tmp_path), second["release"], "failed", "preflight: flags")
+    switch.mark(str(tmp_path), first["release"], "good")
+    second = store.prepare(str(tmp_path), "20261130T000000Z", files("tp-size: 4\n"), META)
+    out = switch.mark(str(tmp_path), second["release"], "failed", "preflight: flags")
     assert out["changed"] and out["manifest"]["reason"] == "preflight: flags"
-    assert rel.read_manifest(str(tmp_path), second["release"])["status"] == "failed"
+    assert read_manifest(str(tmp_path), second["release"])["status"] == "failed"
     assert os.readlink(tmp_path / "current").endswith(first["release"])
-    assert rel.info(str(tmp_path))["previous_good"] is None  # current is the only good one
+    assert store.info(str(tmp_path))["previous_good"] is None  # current is the only good one
 
 
 def test_mark_good_once(tmp_path):
     first = deploy(tmp_path)
-    assert rel.mark(str(tmp_path), first["release"], "good")["changed"]
-    assert rel.read_manifest(str(tmp_path), first["release"])["status"] == "good"
-    assert not rel.mark(str(tmp_path), first["release"], "good")["changed"]
+    assert switch.mark(str(tmp_path), first["release"], "good")["changed"]
+    assert read_manifest(str(tmp_path), first["release"])["status"] == "good"
+    assert not switch.mark(str(tmp_path), first["release"], "good")["changed"]
 
 
 def test_check_mode_writes_nothing_and_shows_the_diff(tmp_path):
     deploy(tmp_path)
     before = sorted(os.listdir(tmp_path / "releases"))
-    out = rel.prepare(str(tmp_path), "20261130T000000Z", files("tp-size: 4\n"), META,
-                      check_mode=True)
+    out = store.prepare(str(tmp_path), "20261130T000000Z", files("tp-size: 4\n"), META,
+                        check_mode=True)
     assert out["changed"] and out["created"]
     assert sorted(os.listdir(tmp_path / "releases")) == before
     assert out["diff"] == [{
@@ -108,14 +113,14 @@ def test_check_mode_writes_nothing_and_shows_the_diff(tmp_path):
         "before": "tp-size: 2\n",
         "after": "tp-size: 4\n",
     }]
-    version = rel.prepare(str(tmp_path), "20261130T000000Z", files(),
-                          {**META, "sglang_version": "0.5.20"}, check_mode=True)
+    version = store.prepare(str(tmp_path), "20261130T000000Z", files(),
+                            {**META, "sglang_version": "0.5.20"}, check_mode=True)
     assert [d["after_header"] for d in version["diff"]] == ["new release/manifest"]
     assert 'sglang_version: "0.5.23"' in version["diff"][0]["before"]
     assert 'sglang_version: "0.5.20"' in version["diff"][0]["after"]
     second = out["release"]
-    with pytest.raises(rel.ReleaseError, match="no readable manifest"):
-        rel.activate(str(tmp_path), second, check_mode=True)
+    with pytest.raises(ReleaseError, match="no readable manifest"):
+        switch.activate(str(tmp_path), second, check_mode=True)
 
 
 def test_ids_sort_by_creation(tmp_path):
@@ -126,49 +131,49 @@ def test_ids_sort_by_creation(tmp_path):
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda b: rel.prepare(b, "yesterday", files(), META), "stamp"),
-        (lambda b: rel.prepare(b, STAMP, [{"name": "../x", "content": ""}], META), "file name"),
-        (lambda b: rel.prepare(b, STAMP, [{"name": "manifest.json", "content": ""}], META),
+        (lambda b: store.prepare(b, "yesterday", files(), META), "stamp"),
+        (lambda b: store.prepare(b, STAMP, [{"name": "../x", "content": ""}], META), "file name"),
+        (lambda b: store.prepare(b, STAMP, [{"name": "manifest.json", "content": ""}], META),
          "file name"),
-        (lambda b: rel.activate(b, "latest"), "not a release id"),
-        (lambda b: rel.activate(b, "20261129T000000Z-deadbeef"), "no readable manifest"),
+        (lambda b: switch.activate(b, "latest"), "not a release id"),
+        (lambda b: switch.activate(b, "20261129T000000Z-deadbeef"), "no readable manifest"),
     ],
 )
 def test_bad_requests_are_refused(tmp_path, call, message):
-    with pytest.raises(rel.ReleaseError, match=message):
+    with pytest.raises(ReleaseError, match=message):
         call(str(tmp_path))
 
 
 def test_current_that_is_not_a_symlink_is_refused(tmp_path):
     (tmp_path / "current").mkdir()
-    with pytest.raises(rel.ReleaseError, match="not a symlink"):
-        rel.prepare(str(tmp_path), STAMP, files(), META)
+    with pytest.raises(ReleaseError, match="not a symlink"):
+        store.prepare(str(tmp_path), STAMP, files(), META)
 
 
 def test_info_lists_releases_oldest_first_and_the_rollback_target(tmp_path):
-    assert rel.info(str(tmp_path)) == {"changed": False, "current": None, "releases": [],
-                                       "previous_good": None, "drift": []}
+    assert store.info(str(tmp_path)) == {"changed": False, "current": None, "releases": [],
+                                         "previous_good": None, "drift": []}
     a = deploy(tmp_path, "n: a\n", "20261101T000000Z")["release"]
-    rel.mark(str(tmp_path), a, "good")
+    switch.mark(str(tmp_path), a, "good")
     b = deploy(tmp_path, "n: b\n", "20261102T000000Z")["release"]
-    rel.mark(str(tmp_path), b, "good")
+    switch.mark(str(tmp_path), b, "good")
     c = deploy(tmp_path, "n: c\n", "20261103T000000Z")["release"]  # active, never proven
-    out = rel.info(str(tmp_path))
+    out = store.info(str(tmp_path))
     assert [m["id"] for m in out["releases"]] == [a, b, c]
     assert [m["status"] for m in out["releases"]] == ["good", "good", "active"]
     assert out["current"] == c
     assert out["previous_good"] == b
     # The baseline of the release that replaces one: its manifest when it was proven, else {}.
-    assert rel.info(str(tmp_path), b)["proven"]["id"] == b
-    assert rel.info(str(tmp_path), c)["proven"] == {}
-    assert rel.info(str(tmp_path), "20200101T000000Z")["proven"] == {}
+    assert store.info(str(tmp_path), b)["proven"]["id"] == b
+    assert store.info(str(tmp_path), c)["proven"] == {}
+    assert store.info(str(tmp_path), "20200101T000000Z")["proven"] == {}
     assert "proven" not in out
     # A proof of c (current: a run cut between its switch and its restart left it there,
     # unproven) compares with the newest good release but c, never with c itself.
-    assert rel.info(str(tmp_path), proving=c)["proven"]["id"] == b
+    assert store.info(str(tmp_path), proving=c)["proven"]["id"] == b
     # A good release proven again (a re-run that restarts it) compares with the one before.
-    assert rel.info(str(tmp_path), proving=b)["proven"]["id"] == a
-    assert rel.info(str(tmp_path), proving=a)["proven"]["id"] == b
+    assert store.info(str(tmp_path), proving=b)["proven"]["id"] == a
+    assert store.info(str(tmp_path), proving=a)["proven"]["id"] == b
 
 
 STATUSES = ("pending", "active", "good", "failed", "rolled-back")
@@ -199,14 +204,14 @@ def test_cleanup_keeps_the_newest_and_never_current_or_the_rollback_target(tmp_p
     for i in range(8):
         out = deploy(tmp_path, f"n: {i}\n", f"2026110{i + 1}T000000Z")
         ids.append(out["release"])
-        rel.mark(str(tmp_path), out["release"], "good" if i % 2 == 0 else "failed", "x")
+        switch.mark(str(tmp_path), out["release"], "good" if i % 2 == 0 else "failed", "x")
     # good: 0 2 4 6 ; other: 1 3 5 7 (current is 7, failed); previous good: 6
-    out = rel.cleanup(str(tmp_path), keep_good=2, keep_other=1, check_mode=True)
+    out = clean.cleanup(str(tmp_path), keep_good=2, keep_other=1, check_mode=True)
     assert out["removed"] == [ids[0], ids[1], ids[2], ids[3], ids[5]]
     assert len(os.listdir(tmp_path / "releases")) == 8  # check mode deleted nothing
-    rel.cleanup(str(tmp_path), keep_good=2, keep_other=1)
+    clean.cleanup(str(tmp_path), keep_good=2, keep_other=1)
     assert sorted(os.listdir(tmp_path / "releases")) == [ids[4], ids[6], ids[7]]
-    assert rel.cleanup(str(tmp_path), keep_good=0, keep_other=0)["removed"] == [ids[4]]
+    assert clean.cleanup(str(tmp_path), keep_good=0, keep_other=0)["removed"] == [ids[4]]
     assert sorted(os.listdir(tmp_path / "releases")) == [ids[6], ids[7]]
 
 
@@ -227,12 +232,12 @@ def test_cleanup_deletes_by_directory_never_by_the_id_a_manifest_claims(tmp_path
     victim = tmp_path / "victim"
     victim.mkdir()
     (victim / "precious").write_text("x")
-    old = rel.prepare(str(base), "20261101T000000Z", files("n: 1\n"), META)["release"]
-    rel.mark(str(base), old, "failed", "x")
+    old = store.prepare(str(base), "20261101T000000Z", files("n: 1\n"), META)["release"]
+    switch.mark(str(base), old, "failed", "x")
     _rewrite_manifest(base, old, id="../../victim")
     for n in range(2, 6):
         deploy(base, f"n: {n}\n", f"2026110{n}T000000Z")
-    out = rel.cleanup(str(base), keep_good=5, keep_other=1)
+    out = clean.cleanup(str(base), keep_good=5, keep_other=1)
     assert old in out["removed"]
     assert (victim / "precious").exists()
     assert not (base / "releases" / old).exists()
@@ -245,9 +250,9 @@ def test_current_pointing_outside_or_at_itself_is_refused(tmp_path, target):
     deploy(tmp_path)
     (tmp_path / "current").unlink()
     os.symlink(target, tmp_path / "current")
-    for call in (lambda: rel.info(str(tmp_path)),
-                 lambda: rel.prepare(str(tmp_path), STAMP, files("n: 9\n"), META)):
-        with pytest.raises(rel.ReleaseError, match="points at .*not at releases/<id>"):
+    for call in (lambda: store.info(str(tmp_path)),
+                 lambda: store.prepare(str(tmp_path), STAMP, files("n: 9\n"), META)):
+        with pytest.raises(ReleaseError, match="points at .*not at releases/<id>"):
             call()
 
 
@@ -255,11 +260,11 @@ def test_a_release_dir_that_is_a_symlink_out_is_refused(tmp_path):
     (tmp_path / "releases").mkdir()
     (tmp_path / "elsewhere").mkdir()
     os.symlink(tmp_path / "elsewhere", tmp_path / "releases" / "20261101T000000Z-0123abcd")
-    with pytest.raises(rel.ReleaseError, match="leads outside"):
-        rel.release_path(str(tmp_path), "20261101T000000Z-0123abcd")
+    with pytest.raises(ReleaseError, match="leads outside"):
+        release_path(str(tmp_path), "20261101T000000Z-0123abcd")
     for bad in ("../x", "20261101T000000Z-0123abcd\n", "", None, ["a"]):
-        with pytest.raises(rel.ReleaseError, match="not a release id"):
-            rel.release_path(str(tmp_path), bad)
+        with pytest.raises(ReleaseError, match="not a release id"):
+            release_path(str(tmp_path), bad)
 
 
 @pytest.mark.parametrize("content", ["[]", '"text"', "null", "{}", '{"status": 5}',
@@ -267,23 +272,23 @@ def test_a_release_dir_that_is_a_symlink_out_is_refused(tmp_path):
 def test_wrong_typed_manifests_never_raise(tmp_path, content):
     """Before: a manifest that is a list, a string or lacks `id` broke info, cleanup, activate."""
     first = deploy(tmp_path)["release"]
-    second = rel.prepare(str(tmp_path), "20261201T000000Z", files("n: 2\n"), META)["release"]
+    second = store.prepare(str(tmp_path), "20261201T000000Z", files("n: 2\n"), META)["release"]
     _manifest_path(tmp_path, second).write_text(content)
-    out = rel.info(str(tmp_path))
+    out = store.info(str(tmp_path))
     assert {m["id"] for m in out["releases"]} == {first, second}
-    rel.cleanup(str(tmp_path), keep_good=0, keep_other=0)
+    clean.cleanup(str(tmp_path), keep_good=0, keep_other=0)
     try:
-        rel.activate(str(tmp_path), second)
-    except rel.ReleaseError as exc:
+        switch.activate(str(tmp_path), second)
+    except ReleaseError as exc:
         assert "no readable manifest" in str(exc)
-    rel.prepare(str(tmp_path), "20261202T000000Z", files("n: 3\n"), META)
+    store.prepare(str(tmp_path), "20261202T000000Z", files("n: 3\n"), META)
 
 
 def test_unreadable_manifests_are_never_cleaned_up(tmp_path):
     """Before: a good release whose manifest was unreadable counted as 'other' and was deleted."""
     ids = [deploy(tmp_path, f"n: {n}\n", f"2026110{n}T000000Z")["release"] for n in range(1, 6)]
     _manifest_path(tmp_path, ids[0]).write_text("{broken")
-    out = rel.cleanup(str(tmp_path), keep_good=1, keep_other=0)
+    out = clean.cleanup(str(tmp_path), keep_good=1, keep_other=0)
     assert ids[0] not in out["removed"] and out["unreadable"] == [ids[0]]
     assert (tmp_path / "releases" / ids[0]).is_dir()
 
@@ -292,25 +297,25 @@ def test_a_clock_that_ran_ahead_cannot_poison_the_order(tmp_path):
     """Before: a release stamped in 2099 stayed 'previous good' forever and cleanup kept it
     while deleting the real newest ones."""
     ahead = deploy(tmp_path, "n: ahead\n", "20991231T000000Z")["release"]
-    rel.mark(str(tmp_path), ahead, "good")
+    switch.mark(str(tmp_path), ahead, "good")
     later = []
     for n in range(1, 4):
         r = deploy(tmp_path, f"n: {n}\n", f"2026110{n}T000000Z")["release"]
-        rel.mark(str(tmp_path), r, "good")
+        switch.mark(str(tmp_path), r, "good")
         later.append(r)
-    out = rel.info(str(tmp_path))
+    out = store.info(str(tmp_path))
     assert [m["id"] for m in out["releases"]] == [ahead, *later]
     assert out["previous_good"] == later[1]
-    assert rel.cleanup(str(tmp_path), keep_good=3, keep_other=0)["removed"] == [ahead]
+    assert clean.cleanup(str(tmp_path), keep_good=3, keep_other=0)["removed"] == [ahead]
 
 
 def test_two_activations_leave_one_active(tmp_path):
     """Before: two activations without the deploy lock left two releases `active`."""
-    a = rel.prepare(str(tmp_path), "20261101T000000Z", files("n: a\n"), META)["release"]
-    b = rel.prepare(str(tmp_path), "20261102T000000Z", files("n: b\n"), META)["release"]
-    rel.activate(str(tmp_path), a)
-    rel.activate(str(tmp_path), b)
-    statuses = {m["id"]: m["status"] for m in rel.info(str(tmp_path))["releases"]}
+    a = store.prepare(str(tmp_path), "20261101T000000Z", files("n: a\n"), META)["release"]
+    b = store.prepare(str(tmp_path), "20261102T000000Z", files("n: b\n"), META)["release"]
+    switch.activate(str(tmp_path), a)
+    switch.activate(str(tmp_path), b)
+    statuses = {m["id"]: m["status"] for m in store.info(str(tmp_path))["releases"]}
     assert statuses == {a: "superseded", b: "active"}
 
 
@@ -318,16 +323,16 @@ def test_enospc_during_activate_leaves_no_temp_file(tmp_path, monkeypatch):
     """Before: a full disk while writing the manifest left .manifest.* behind."""
     import errno
 
-    a = rel.prepare(str(tmp_path), STAMP, files(), META)["release"]
+    a = store.prepare(str(tmp_path), STAMP, files(), META)["release"]
     before = sorted(p.name for p in (tmp_path / "releases" / a).iterdir())
 
     def full(*_args, **_kw):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     # The temp file is written; putting it in place fails as a full disk would.
-    monkeypatch.setattr(rel.os, "replace", full)
+    monkeypatch.setattr(os, "replace", full)
     with pytest.raises(OSError, match="No space"):
-        rel.activate(str(tmp_path), a)
+        switch.activate(str(tmp_path), a)
     assert sorted(p.name for p in (tmp_path / "releases" / a).iterdir()) == before
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".current.")]
     assert not (tmp_path / "current").exists()
@@ -339,18 +344,18 @@ def test_drift_of_the_serving_release_is_named_and_repaired(tmp_path):
     path = tmp_path / "releases" / served
     (path / "config.yaml").unlink()
     (path / "sglang.env").write_text('CUDA_VISIBLE_DEVICES="7"\n')
-    assert rel.info(str(tmp_path))["drift"] == [
+    assert store.info(str(tmp_path))["drift"] == [
         {"file": "config.yaml", "change": "missing"},
         {"file": "sglang.env", "change": "content changed"}]
-    checked = rel.prepare(str(tmp_path), "20261201T000000Z", files(), META, check_mode=True)
+    checked = store.prepare(str(tmp_path), "20261201T000000Z", files(), META, check_mode=True)
     assert checked["changed"] and checked["repaired"] == ["config.yaml", "sglang.env"]
     assert not (path / "config.yaml").exists()  # check mode repairs nothing
-    out = rel.prepare(str(tmp_path), "20261201T000000Z", files(), META)
+    out = store.prepare(str(tmp_path), "20261201T000000Z", files(), META)
     assert out["release"] == served and not out["created"] and out["changed"]
     assert (path / "config.yaml").read_text() == "tp-size: 2\n"
     assert oct((path / "sglang.env").stat().st_mode & 0o777) == "0o600"
-    assert rel.info(str(tmp_path))["drift"] == []
-    again = rel.prepare(str(tmp_path), "20261201T000000Z", files(), META)
+    assert store.info(str(tmp_path))["drift"] == []
+    again = store.prepare(str(tmp_path), "20261201T000000Z", files(), META)
     assert not again["changed"]
 
 
@@ -358,8 +363,8 @@ def test_drift_that_cannot_be_re_rendered_is_refused_with_the_list(tmp_path):
     served = deploy(tmp_path)["release"]
     _rewrite_manifest(tmp_path, served, files={**json.loads(
         _manifest_path(tmp_path, served).read_text())["files"], "extra.sh": "0" * 64})
-    with pytest.raises(rel.ReleaseError, match=r"changed in place .*extra.sh \(missing\)"):
-        rel.prepare(str(tmp_path), "20261201T000000Z", files(), META)
+    with pytest.raises(ReleaseError, match=r"changed in place .*extra.sh \(missing\)"):
+        store.prepare(str(tmp_path), "20261201T000000Z", files(), META)
 
 
 # --- envs: a release names its env; activation switches the ml-env link; cleanup ---------------
@@ -380,11 +385,11 @@ ENV_A, ENV_B, ENV_C = "aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb", "cccccccccccccccc"
 
 
 def with_env(base, env, config):
-    prepared = rel.prepare(str(base), STAMP, files(config), META)
+    prepared = store.prepare(str(base), STAMP, files(config), META)
     _, digest = make_env(base, env) if not (base / "envs" / env).exists() else (None, None)
     digest = digest or json.loads((base / "envs" / env / ".sglang-env.json").read_text())["digest"]
-    rel.packages(str(base), prepared["release"], ["sglang==0.5.23"],
-                 env={"env": env, "env_digest": digest})
+    store.packages(str(base), prepared["release"], ["sglang==0.5.23"],
+                   env={"env": env, "env_digest": digest})
     return prepared["release"]
 
 
@@ -400,34 +405,34 @@ def leads_to(link):
 def test_activation_points_the_ml_env_link_at_the_release_env(tmp_path):
     link = tmp_path / "ml-env"
     one = with_env(tmp_path, ENV_A, "a: 1\n")
-    out = rel.activate(str(tmp_path), one, env_link=str(link))
+    out = switch.activate(str(tmp_path), one, env_link=str(link))
     assert out["changed"] and out["env_linked"] is None
     # Once and for all through current: moving current (one rename) moves the ml-env with it.
     assert os.readlink(link) == str(tmp_path / "current" / "env") and leads_to(link) == ENV_A
     assert os.readlink(tmp_path / "releases" / one / "env") == f"../../envs/{ENV_A}"
     two = with_env(tmp_path, ENV_B, "a: 2\n")
-    out = rel.activate(str(tmp_path), two, env_link=str(link))
+    out = switch.activate(str(tmp_path), two, env_link=str(link))
     assert out["env_linked"] == ENV_A and leads_to(link) == ENV_B
-    assert rel.info(str(tmp_path))["releases"][0]["env_ready"]
+    assert store.info(str(tmp_path))["releases"][0]["env_ready"]
     # Back: a switch, nothing else.
-    out = rel.activate(str(tmp_path), one, env_link=str(link))
+    out = switch.activate(str(tmp_path), one, env_link=str(link))
     assert out["changed"] and leads_to(link) == ENV_A
-    assert not rel.activate(str(tmp_path), one, env_link=str(link))["changed"]
+    assert not switch.activate(str(tmp_path), one, env_link=str(link))["changed"]
 
 
 def test_a_link_of_the_layout_before_or_of_a_moved_base_is_pointed_through_current(tmp_path):
     link = tmp_path / "ml-env"
     one = with_env(tmp_path, ENV_A, "a: 1\n")
-    rel.activate(str(tmp_path), one, env_link=str(link))
-    manifest = rel.read_manifest(str(tmp_path), one)
+    switch.activate(str(tmp_path), one, env_link=str(link))
+    manifest = read_manifest(str(tmp_path), one)
     make_env(tmp_path, ENV_B)
     for old in (tmp_path / "envs" / ENV_B, tmp_path / "old-base" / "current" / "env"):
         link.unlink()
         link.symlink_to(old)
-        out = rel.activate(str(tmp_path), one, env_link=str(link))
+        out = switch.activate(str(tmp_path), one, env_link=str(link))
         assert out["changed"] and leads_to(link) == ENV_A
         assert os.readlink(link) == str(tmp_path / "current" / "env")
-    assert rel.read_manifest(str(tmp_path), one)["activated"] == manifest["activated"]
+    assert read_manifest(str(tmp_path), one)["activated"] == manifest["activated"]
 
 
 def test_a_real_directory_at_the_link_is_refused_before_anything_changes(tmp_path):
@@ -436,44 +441,44 @@ def test_a_real_directory_at_the_link_is_refused_before_anything_changes(tmp_pat
     (link / "bin" / "python").write_text("hand-made")
     one = with_env(tmp_path, ENV_A, "a: 1\n")
     with pytest.raises(Exception, match="real directory.*left as it is.*mv "):
-        rel.activate(str(tmp_path), one, env_link=str(link))
-    assert rel.read_current(str(tmp_path)) is None
+        switch.activate(str(tmp_path), one, env_link=str(link))
+    assert read_current(str(tmp_path)) is None
     assert (link / "bin" / "python").read_text() == "hand-made"
 
 
 def test_a_changed_or_missing_env_is_refused_before_anything_changes(tmp_path):
     link = tmp_path / "ml-env"
     one = with_env(tmp_path, ENV_A, "a: 1\n")
-    rel.activate(str(tmp_path), one, env_link=str(link))
+    switch.activate(str(tmp_path), one, env_link=str(link))
     two = with_env(tmp_path, ENV_B, "a: 2\n")
     # Something installed into env B by hand: its RECORDs change, so does its digest.
     extra = tmp_path / "envs" / ENV_B / "lib" / "python3.11" / "site-packages" / "x-1.dist-info"
     extra.mkdir()
     (extra / "RECORD").write_text("x\n")
-    with pytest.raises(rel.ReleaseError, match=f"env {ENV_B} .*changed since it was built"):
-        rel.activate(str(tmp_path), two, env_link=str(link))
+    with pytest.raises(ReleaseError, match=f"env {ENV_B} .*changed since it was built"):
+        switch.activate(str(tmp_path), two, env_link=str(link))
     (extra / "RECORD").unlink()
     extra.rmdir()
     import shutil
     shutil.rmtree(tmp_path / "envs" / ENV_B)
-    with pytest.raises(rel.ReleaseError, match="not built"):
-        rel.activate(str(tmp_path), two, env_link=str(link))
-    assert rel.read_current(str(tmp_path)) == one and leads_to(link) == ENV_A
-    assert not rel.info(str(tmp_path))["releases"][1]["env_ready"]
+    with pytest.raises(ReleaseError, match="not built"):
+        switch.activate(str(tmp_path), two, env_link=str(link))
+    assert read_current(str(tmp_path)) == one and leads_to(link) == ENV_A
+    assert not store.info(str(tmp_path))["releases"][1]["env_ready"]
 
 
 def test_cleanup_removes_the_envs_no_kept_release_names(tmp_path):
     link = tmp_path / "ml-env"
     one = with_env(tmp_path, ENV_A, "a: 1\n")
-    rel.activate(str(tmp_path), one, env_link=str(link))
-    rel.mark(str(tmp_path), one, "good")
+    switch.activate(str(tmp_path), one, env_link=str(link))
+    switch.mark(str(tmp_path), one, "good")
     two = with_env(tmp_path, ENV_B, "a: 2\n")
-    rel.activate(str(tmp_path), two, env_link=str(link))
-    rel.mark(str(tmp_path), two, "good")
+    switch.activate(str(tmp_path), two, env_link=str(link))
+    switch.mark(str(tmp_path), two, "good")
     make_env(tmp_path, ENV_C)  # named by no release (a build of a deploy that was refused...)
-    planned = rel.cleanup(str(tmp_path), 5, 3, check_mode=True, env_link=str(link))
+    planned = clean.cleanup(str(tmp_path), 5, 3, check_mode=True, env_link=str(link))
     assert planned["removed_envs"] == [ENV_C] and (tmp_path / "envs" / ENV_C).exists()
-    done = rel.cleanup(str(tmp_path), 0, 0, env_link=str(link))
+    done = clean.cleanup(str(tmp_path), 0, 0, env_link=str(link))
     # keep_good 0: still current (B) and the rollback target (A) stay, with their envs.
     assert done["removed"] == [] and done["removed_envs"] == [ENV_C]
     assert envs_listing(tmp_path) == [ENV_A, ENV_B]
@@ -482,19 +487,19 @@ def test_cleanup_removes_the_envs_no_kept_release_names(tmp_path):
 
 def test_the_env_recorded_with_the_package_set(tmp_path):
     one = with_env(tmp_path, ENV_A, "a: 1\n")
-    manifest = rel.read_manifest(str(tmp_path), one)
+    manifest = read_manifest(str(tmp_path), one)
     assert manifest["env"] == ENV_A and manifest["env_digest"].startswith("sha256:")
-    read = rel.packages(str(tmp_path), one)
+    read = store.packages(str(tmp_path), one)
     assert read["packages"] == ["sglang==0.5.23"] and read["verified"]
-    with pytest.raises(rel.ReleaseError, match="may not set"):
-        rel.mark(str(tmp_path), one, "good", results={"env": "x"})
+    with pytest.raises(ReleaseError, match="may not set"):
+        switch.mark(str(tmp_path), one, "good", results={"env": "x"})
 
 
 def serving_one_with_two_made(base):
     """(ml-env link, release one serving on env A, release two made on env B)."""
     link = base / "ml-env"
     one = with_env(base, ENV_A, "a: 1\n")
-    rel.activate(str(base), one, env_link=str(link))
+    switch.activate(str(base), one, env_link=str(link))
     return link, one, with_env(base, ENV_B, "a: 2\n")
 
 
@@ -504,22 +509,22 @@ def test_a_target_changed_after_it_was_made_is_refused_by_name_and_nothing_switc
     link, one, two = serving_one_with_two_made(tmp_path)
     target = tmp_path / "releases" / two / edit
     target.write_text(target.read_text() + "# a hot-fix\n")
-    with pytest.raises(rel.ReleaseError, match=rf"{two}/{edit} \(content changed\).*nothing was "
-                                               "switched or restarted"):
-        rel.activate(str(tmp_path), two, env_link=str(link))
-    assert rel.read_current(str(tmp_path)) == one and leads_to(link) == ENV_A
+    with pytest.raises(ReleaseError, match=rf"{two}/{edit} \(content changed\).*nothing was "
+                                           "switched or restarted"):
+        switch.activate(str(tmp_path), two, env_link=str(link))
+    assert read_current(str(tmp_path)) == one and leads_to(link) == ENV_A
 
 
 def test_a_cleanup_cut_short_leaves_whole_trees_and_the_next_run_empties_the_trash(tmp_path):
     link = tmp_path / "ml-env"
     one = with_env(tmp_path, ENV_A, "a: 1\n")
-    rel.activate(str(tmp_path), one, env_link=str(link))
+    switch.activate(str(tmp_path), one, env_link=str(link))
     # What a killed cleanup leaves: a tree renamed into the trash, half removed.
     half = tmp_path / ".trash" / "x.1" / "tree"
     half.mkdir(parents=True)
     (tmp_path / "releases" / f".{one}.tmp").mkdir()  # a release write cut before its rename
     (tmp_path / ".current.999").symlink_to("releases/nowhere")
-    done = rel.cleanup(str(tmp_path), 5, 3, env_link=str(link))
+    done = clean.cleanup(str(tmp_path), 5, 3, env_link=str(link))
     assert not (tmp_path / ".trash").exists() and not (tmp_path / ".current.999").exists()
     assert os.listdir(tmp_path / "releases") == [one] and done["removed"] == []
 
@@ -531,34 +536,34 @@ def test_an_ml_env_link_that_cannot_be_written_leaves_current_and_says_where(tmp
 
     def full(_link, _path):
         raise OSError(errno.ENOSPC, "No space left on device")
-    monkeypatch.setattr(rel.envs, "switch_link", full)
+    monkeypatch.setattr(envs, "switch_link", full)
     elsewhere = tmp_path / "other-volume" / "ml-env"
-    with pytest.raises(rel.ReleaseError, match=rf"{elsewhere} cannot be made .*No space left.*"
-                                               rf"nothing was switched, current still names {one}"):
-        rel.activate(str(tmp_path), two, env_link=str(elsewhere))
-    assert rel.read_current(str(tmp_path)) == one and leads_to(link) == ENV_A
+    with pytest.raises(ReleaseError, match=rf"{elsewhere} cannot be made .*No space left.*"
+                                           rf"nothing was switched, current still names {one}"):
+        switch.activate(str(tmp_path), two, env_link=str(elsewhere))
+    assert read_current(str(tmp_path)) == one and leads_to(link) == ENV_A
 
 
 def test_a_rollbacks_switch_marks_the_release_it_leaves_and_a_refused_one_marks_nothing(tmp_path):
     link, one, two = serving_one_with_two_made(tmp_path)
-    rel.activate(str(tmp_path), two, env_link=str(link))
-    rel.mark(str(tmp_path), two, "good")
-    rel.mark(str(tmp_path), one, "good")
+    switch.activate(str(tmp_path), two, env_link=str(link))
+    switch.mark(str(tmp_path), two, "good")
+    switch.mark(str(tmp_path), one, "good")
     # Back to one: two is marked rolled-back by the switch itself, before current moves (a run
     # cut after it must not take two for the release to go back to).
-    rel.activate(str(tmp_path), one, env_link=str(link), rolled_back_reason="by hand to one")
-    left = rel.read_manifest(str(tmp_path), two)
-    assert rel.read_current(str(tmp_path)) == one
+    switch.activate(str(tmp_path), one, env_link=str(link), rolled_back_reason="by hand to one")
+    left = read_manifest(str(tmp_path), two)
+    assert read_current(str(tmp_path)) == one
     assert (left["status"], left["reason"]) == ("rolled-back", "by hand to one")
-    assert rel.info(str(tmp_path))["previous_good"] is None
+    assert store.info(str(tmp_path))["previous_good"] is None
     # A refused switch (its files changed) marks nothing: the release that serves stays good.
-    rel.mark(str(tmp_path), two, "good")
-    rel.activate(str(tmp_path), two, env_link=str(link))
+    switch.mark(str(tmp_path), two, "good")
+    switch.activate(str(tmp_path), two, env_link=str(link))
     (tmp_path / "releases" / one / "config.yaml").write_text("edited: 1\n")
-    with pytest.raises(rel.ReleaseError, match="content changed"):
-        rel.activate(str(tmp_path), one, env_link=str(link), rolled_back_reason="by hand")
-    assert rel.read_manifest(str(tmp_path), two)["status"] == "good"
-    assert rel.read_current(str(tmp_path)) == two
+    with pytest.raises(ReleaseError, match="content changed"):
+        switch.activate(str(tmp_path), one, env_link=str(link), rolled_back_reason="by hand")
+    assert read_manifest(str(tmp_path), two)["status"] == "good"
+    assert read_current(str(tmp_path)) == two
 
 
 @pytest.mark.parametrize("proven_before", [True, False])
@@ -567,17 +572,17 @@ def test_the_undo_of_a_rollback_by_hand_never_calls_an_unproven_release_good(tmp
     """One serves (proven, or live and never proven: a deploy cut before its proof); a rollback
     by hand to two, which fails; the undo switches back to one: good again only if it was."""
     link, one, two = serving_one_with_two_made(tmp_path)
-    rel.mark(str(tmp_path), two, "good")
+    switch.mark(str(tmp_path), two, "good")
     if proven_before:
-        rel.mark(str(tmp_path), one, "good")
-    rel.activate(str(tmp_path), two, env_link=str(link), rolled_back_reason="by hand to two")
-    assert rel.read_manifest(str(tmp_path), one)["status"] == "rolled-back"
-    rel.mark(str(tmp_path), two, "failed", reason="proof: no proven capacity")
-    rel.activate(str(tmp_path), one, env_link=str(link))
-    out = rel.restore(str(tmp_path), one)
-    status = rel.read_manifest(str(tmp_path), one)["status"]
+        switch.mark(str(tmp_path), one, "good")
+    switch.activate(str(tmp_path), two, env_link=str(link), rolled_back_reason="by hand to two")
+    assert read_manifest(str(tmp_path), one)["status"] == "rolled-back"
+    switch.mark(str(tmp_path), two, "failed", reason="proof: no proven capacity")
+    switch.activate(str(tmp_path), one, env_link=str(link))
+    out = switch.restore(str(tmp_path), one)
+    status = read_manifest(str(tmp_path), one)["status"]
     assert (status, out["manifest"]["status"]) == (("good",) * 2 if proven_before else ("active",) * 2)
-    assert out["changed"] is proven_before and rel.read_current(str(tmp_path)) == one
+    assert out["changed"] is proven_before and read_current(str(tmp_path)) == one
 
 
 @given(st.lists(st.sampled_from(["good", "failed", "rolled-back"]), max_size=8))
