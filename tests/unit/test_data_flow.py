@@ -18,16 +18,16 @@ import pytest
 import yaml
 
 from support import ROOT
-from support.role_yaml import NESTED, fact_writers, set_names, strings, walk
+from support.role_yaml import NESTED, fact_writers, facts_of, set_names, strings, walk
 
 FACT = re.compile(r"\b__sglang_\w+")
 NAME = re.compile(r"\b[a-z_]\w*\b")
 # A read that allows the fact to be absent: `x | default(...)`, `x.y | default`, `x is defined`.
-OPTIONAL = re.compile(r"(__sglang_\w+)(?:\.\w+|\[[^\]]*\])*\s*(?:\|\s*default\b|is\s+(?:not\s+)?defined)")
+OPTIONAL = re.compile(r"((?:__)?sglang_\w+)(?:\.\w+|\[[^\]]*\])*\s*(?:\|\s*default\b|is\s+(?:not\s+)?defined)")
 # A template a value renders (its reads are the value's): lookup('ansible.builtin.template', 'x').
 TEMPLATE = re.compile(r"lookup\('ansible\.builtin\.template',\s*'([^']+)'")
 # The argument of default(): read only when what it stands in for is absent.
-DEFAULT_ARG = re.compile(r"default\(\s*(__sglang_\w+)")
+DEFAULT_ARG = re.compile(r"default\(\s*((?:__)?sglang_\w+)")
 # Another host's facts (set by an earlier play): hostvars[h].x, map('extract', hostvars, 'x').
 ANOTHER_HOST = re.compile(r"hostvars\[[^\]]+\]\s*(?:\.|\[')\s*(__sglang_\w+)|hostvars,\s*'(__sglang_\w+)'")
 INCLUDES = ("ansible.builtin.import_tasks", "ansible.builtin.include_tasks")
@@ -41,28 +41,51 @@ def role_vars(role, root=ROOT):
     return yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
+def step_inputs(root=ROOT):
+    """The names the includes hand their steps (`vars:` of an include, `sglang_go_live_release`)
+    that are no role's input (a default, an entry point's option) or role var: a step that uses
+    one needs every include of it to hand it over."""
+    documented = set()
+    for role in ROLES:
+        documented |= set(role_vars(role, root))
+        documented |= set(yaml.safe_load((root / f"roles/{role}/defaults/main.yml").read_text(encoding="utf-8")))
+        specs = yaml.safe_load((root / f"roles/{role}/meta/argument_specs.yml").read_text(encoding="utf-8"))
+        for entry in specs["argument_specs"].values():
+            documented |= set(entry.get("options") or {})
+    handed = set()
+    for path in root.glob("roles/*/tasks/**/*.yml"):
+        for task, _tags in walk(yaml.safe_load(path.read_text(encoding="utf-8"))):
+            if any(key in task for key in INCLUDES + ROLE_INCLUDES):
+                handed |= {name for name in task.get("vars") or {} if name.startswith("sglang_")}
+    return handed - documented
+
+
 def guarded(task):
     """The facts a task's `when` allows to be absent: the task does not run without them."""
     return {name for text in strings(task.get("when")) for name in OPTIONAL.findall(text)}
 
 
-def reads_of(texts, defs):
+def reads_of(texts, defs, inputs=frozenset()):
     """The facts `texts` read and may not do without, through the lazy definitions in `defs`
     ({name: template}: the role's vars, the vars of the includes and blocks around, the task's
-    own), each followed to the facts under it as Ansible evaluates it where it is used."""
-    required, seen = set(), set()
-    todo = list(texts)
+    own), each followed to the facts under it as Ansible evaluates it where it is used. What a
+    definition read as optional (`sglang_unlock_lock is defined`) reads is optional too."""
+    required, seen = set(), {}
+    todo = [(text, False) for text in texts]
     while todo:
-        text = todo.pop()
-        todo += [template.read_text(encoding="utf-8") for name in TEMPLATE.findall(text)
+        text, optional = todo.pop()
+        todo += [(template.read_text(encoding="utf-8"), optional) for name in TEMPLATE.findall(text)
                  for template in ROOT.glob(f"roles/*/templates/{name}")]
         maybe = {name for pair in ANOTHER_HOST.findall(text) for name in pair if name}
         maybe |= set(OPTIONAL.findall(text)) | set(DEFAULT_ARG.findall(text))
         for name in set(NAME.findall(text)) & set(defs):
-            if name not in seen:
-                seen.add(name)
-                todo += list(strings(defs[name]))
-        required |= {name for name in FACT.findall(text) if name not in defs and name not in maybe}
+            under = optional or name in maybe
+            if seen.get(name, True) and not (name in seen and under):
+                seen[name] = under
+                todo += [(one, under) for one in strings(defs[name])]
+        if not optional:
+            named = set(FACT.findall(text)) | (set(NAME.findall(text)) & inputs)
+            required |= {name for name in named if name not in defs and name not in maybe}
     return required
 
 
@@ -85,6 +108,7 @@ class Flow:
     def __init__(self, root=ROOT):
         self.root, self.missing = root, []
         self.lazy = {role: role_vars(role, root) for role in ROLES}
+        self.inputs = step_inputs()
 
     def entry(self, role, name):
         """Walk entry point `name` of `role`; the reads found missing."""
@@ -104,7 +128,9 @@ class Flow:
 
     def task(self, role, task, known, defs, trail):
         defs = {**defs, **(task.get("vars") or {})}
-        for fact in sorted(reads_of(own_texts(task), defs) - known - guarded(task)):
+        guard = guarded(task)
+        guard |= reads_of([text for name in guard & set(defs) for text in strings(defs[name])], defs, self.inputs)
+        for fact in sorted(reads_of(own_texts(task), defs, self.inputs) - known - guard):
             self.missing.append(f"{' > '.join(trail)}: {task.get('name', '?')!r} reads {fact}")
         made = set_names(task)
         for key in INCLUDES:
@@ -222,3 +248,120 @@ def test_another_role_reads_the_deploys_steps_only_through_their_result():
                 read.setdefault(fact, set()).add(path.name)
     print(f"the deploy's facts the tuner reads: {len(read)}: {sorted(read)}")
     assert not read, read
+
+
+def test_a_step_input_an_include_leaves_out_is_caught(tmp_path):
+    """A step's own input (sglang_undo_target) is required like a fact: the include that does
+    not hand it over is named."""
+    shutil.copytree(ROOT / "roles", tmp_path / "roles")
+    rollback = tmp_path / "roles/sglang/tasks/rollback.yml"
+    handed = '            sglang_undo_target: "{{ __sglang_rollback_target }}"\n'
+    assert handed in rollback.read_text(encoding="utf-8")
+    rollback.write_text(rollback.read_text(encoding="utf-8").replace(handed, ""), encoding="utf-8")
+    missing = Flow(tmp_path).entry("sglang", "rollback")
+    assert missing and all(line.endswith("reads sglang_undo_target") for line in missing), missing
+
+
+def included_steps(root=ROOT):
+    """{step file: the files that include it}: every task file of a role that another includes
+    (import_tasks, include_tasks; step.yml's one include, each file it may name)."""
+    steps = {}
+    for role in ROLES:
+        tasks = root / f"roles/{role}/tasks"
+        for path in sorted(tasks.glob("**/*.yml")):
+            for task, _tags in walk(yaml.safe_load(path.read_text(encoding="utf-8"))):
+                for key in INCLUDES:
+                    if key not in task:
+                        continue
+                    spec = task[key]
+                    rel = spec["file"] if isinstance(spec, dict) else spec
+                    named = (task.get("vars") or {}).get("sglang_step_files", {}).values() if "{{" in rel else [rel]
+                    for one in named:
+                        steps.setdefault(tasks / one, set()).add(path)
+    return steps
+
+
+def roles_entered(path, root=ROOT):
+    """The entry points of other roles a task file includes (include_role tasks_from): what
+    they set is set by the file, like its own steps'."""
+    return {root / f"roles/{task[key]['name'].split('.')[-1]}/tasks/{task[key]['tasks_from']}.yml"
+            for task, _tags in walk(yaml.safe_load(path.read_text(encoding="utf-8")))
+            for key in ROLE_INCLUDES if isinstance(task.get(key), dict) and task[key].get("tasks_from")}
+
+
+# The run's context: the facts the inputs step and the host's read set, each in one file, before
+# any other step runs: what the server is asked (its config, env, URL, unit), the profile, the
+# host's prerequisites. Every step may read them; every other fact a step reads is handed to it.
+CONTEXT_STEPS = {"roles/sglang/tasks/inputs/render_args.yml", "roles/sglang/tasks/host/read.yml"}
+
+
+def facts_and_context():
+    """(every fact a task sets, those only the context steps set). A name no task sets is not a
+    fact but an input handed to a step under a fact's name (`__sglang_env`), which the walk
+    above requires where it is not optional."""
+    writers = fact_writers(ROLE_TASK_FILES)
+    return set(writers), {fact for fact, files in writers.items() if files <= CONTEXT_STEPS}
+
+
+def implicit_reads(root=ROOT):
+    """{step: the internal facts it reads that neither it nor a step it includes sets}: what it
+    takes from whichever file included it without the include saying so, the run's context
+    aside. A step whose include hands it what it needs reads its own inputs
+    (`sglang_unlock_lock`), named in its header."""
+    steps = included_steps(root)
+    includes = {}
+    for step, sites in steps.items():
+        for site in sites:
+            includes.setdefault(site, set()).add(step)
+    for path in root.glob("roles/*/tasks/**/*.yml"):
+        includes.setdefault(path, set()).update(roles_entered(path, root))
+
+    def made(path, seen=()):
+        facts = set(facts_of(path)[1])
+        for step in includes.get(path, ()):
+            if step not in seen:
+                facts |= made(step, seen + (path,))
+        return facts
+
+    found, (facts, context) = {}, facts_and_context()
+    for step in steps:
+        reads = (set(facts_of(step)[0]) & facts) - made(step) - context
+        if reads:
+            found[step.relative_to(root / "roles").as_posix()] = sorted(reads)
+    return found
+
+
+def test_a_step_reads_what_its_include_hands_it():
+    """A step another file includes reads the run's context and what the include hands it (its
+    inputs, named in its header), never another fact unnamed (issue 56, part 1: 31 facts in 20
+    steps, 80 counting the context, when its work began at 6c69eb8)."""
+    found = implicit_reads()
+    print(f"implicit reads: {sum(map(len, found.values()))} facts in {len(found)} steps")
+    assert not found, found
+
+
+def test_a_fact_a_step_takes_unnamed_is_caught(tmp_path):
+    """Undo the handing over of __sglang_lock to host/unlock.yml and the step reads it unnamed."""
+    shutil.copytree(ROOT / "roles", tmp_path / "roles")
+    unlock = tmp_path / "roles/sglang/tasks/host/unlock.yml"
+    unlock.write_text(unlock.read_text(encoding="utf-8").replace("sglang_unlock_lock", "__sglang_lock"),
+                      encoding="utf-8")
+    assert implicit_reads(tmp_path)["sglang/tasks/host/unlock.yml"] == ["__sglang_lock"]
+
+
+def test_each_step_names_its_inputs_in_its_header():
+    """A step's inputs are said where a reader starts: every one it reads is named in the comment
+    the file opens with (`# Inputs, handed over where it is included: ...`)."""
+    inputs, unnamed = step_inputs(), {}
+    for path in ROLE_TASK_FILES:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        header = " ".join(line for line in lines[1:next(i for i, line in enumerate(lines[1:], 1)
+                                                      if not line.startswith("#"))])
+        # What the file reads: its lines but comments, a name it hands on (`sglang_x:`) aside.
+        body = "\n".join(re.sub(r"^\s*(- )?sglang_\w+:", "", line) for line in lines
+                         if not line.lstrip().startswith("#"))
+        missing = sorted(name for name in inputs
+                         if re.search(rf"\b{name}\b", body) and not re.search(rf"\b{name}\b", header))
+        if missing:
+            unnamed[path.relative_to(ROOT).as_posix()] = missing
+    assert not unnamed, unnamed

@@ -10,7 +10,7 @@ import re
 import yaml
 
 from support import ROOT
-from support.role_yaml import fact_writers, set_names, strings, tasks_of, walk
+from support.role_yaml import fact_writers, facts_of, set_names, strings, tasks_of, walk
 
 TASK_FILES = sorted(ROOT.glob("roles/*/tasks/**/*.yml"))
 PLAYBOOKS = [ROOT / "deploy.yml", *sorted(ROOT.glob("playbooks/*.yml"))]
@@ -163,17 +163,6 @@ def test_tags_preflight_runs_only_read_only_checks(tmp_path):
 # lives in the folder of its phase (the deploy role) or starts with `_` (the tuner's few).
 HEADED_ROLES = ("sglang", "sglang_tune")
 PHASES = ["inputs", "host", "env", "release", "service", "proof", "rollback", "step"]
-FACT = re.compile(r"\b__sglang_\w+")
-# A template a task renders: its reads are the task's (lookup('ansible.builtin.template', 'x')).
-TEMPLATE = re.compile(r"lookup\('ansible\.builtin\.template',\s*'([^']+)'")
-
-
-def facts_in(text, role):
-    """The internal facts `text` names, with those of the role's templates it renders."""
-    names = set(FACT.findall(text))
-    for name in TEMPLATE.findall(text):
-        names |= set(FACT.findall((role / "templates" / name).read_text(encoding="utf-8")))
-    return names
 
 
 def entry_points(role):
@@ -197,24 +186,6 @@ def test_the_deploy_roles_steps_are_in_the_folders_of_their_phases():
     readme = (ROOT / "roles/sglang/README.md").read_text(encoding="utf-8")
     listed = re.findall(r"^\| `(\w+)/` \|", readme, re.M)
     assert listed == PHASES, listed
-
-
-def facts_of(path):
-    """(read, set): the internal facts a task file uses (in its tasks and the templates they
-    render) that none of its tasks sets, and those it sets (set_fact, register). Names a task
-    passes in `vars:` and the role's vars/main.yml values are neither (no role var reads a
-    fact: test_data_flow.py)."""
-    role = next(parent for parent in path.parents if parent.parent.name == "roles")
-    role_vars = set(yaml.safe_load((role / "vars/main.yml").read_text(encoding="utf-8"))
-                    if (role / "vars/main.yml").exists() else {})
-    sets, passed, used = set(), set(), set()
-    for task, _ in tasks_of(path):
-        sets |= {name for name in set_names(task) if name.startswith("__sglang_")}
-        passed |= {name for name in task.get("vars") or {} if name.startswith("__sglang_")}
-        for key, value in task.items():
-            if key not in ("block", "rescue", "always"):
-                used |= {fact for text in strings(value) for fact in facts_in(text, role)}
-    return sorted(used - sets - passed - role_vars), sorted(sets - passed)
 
 
 def test_each_task_file_starts_with_what_it_does_and_the_facts_it_reads_and_sets():
