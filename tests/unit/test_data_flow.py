@@ -255,7 +255,7 @@ def test_a_step_input_an_include_leaves_out_is_caught(tmp_path):
     not hand it over is named."""
     shutil.copytree(ROOT / "roles", tmp_path / "roles")
     rollback = tmp_path / "roles/sglang/tasks/rollback.yml"
-    handed = '            sglang_undo_target: "{{ __sglang_rollback_target }}"\n'
+    handed = '            sglang_undo_target: "{{ __sglang_rollback.target }}"\n'
     assert handed in rollback.read_text(encoding="utf-8")
     rollback.write_text(rollback.read_text(encoding="utf-8").replace(handed, ""), encoding="utf-8")
     missing = Flow(tmp_path).entry("sglang", "rollback")
@@ -350,8 +350,8 @@ def test_a_fact_a_step_takes_unnamed_is_caught(tmp_path):
 
 
 def test_each_step_names_its_inputs_in_its_header():
-    """A step's inputs are said where a reader starts: every one it reads is named in the comment
-    the file opens with (`# Inputs, handed over where it is included: ...`)."""
+    """A step's inputs are said where a reader starts: every one it reads (and does not define in
+    a `vars:` of its own) is named in the comment the file opens with (`# Inputs (vars of its include or the one around it): ...`)."""
     inputs, unnamed = step_inputs(), {}
     for path in ROLE_TASK_FILES:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -360,8 +360,41 @@ def test_each_step_names_its_inputs_in_its_header():
         # What the file reads: its lines but comments, a name it hands on (`sglang_x:`) aside.
         body = "\n".join(re.sub(r"^\s*(- )?sglang_\w+:", "", line) for line in lines
                          if not line.lstrip().startswith("#"))
-        missing = sorted(name for name in inputs
+        own = {name for task, _tags in walk(yaml.safe_load("\n".join(lines)))
+               for name in task.get("vars") or {}}
+        missing = sorted(name for name in inputs - own
                          if re.search(rf"\b{name}\b", body) and not re.search(rf"\b{name}\b", header))
         if missing:
             unnamed[path.relative_to(ROOT).as_posix()] = missing
     assert not unnamed, unnamed
+
+
+def block_views_of_facts(root=ROOT):
+    """{task file: the `vars:` of its blocks that read a fact}: evaluated again at each task of
+    the block, against the facts as they are then, they hide when a value is worked out. The
+    run's context (set once, before any step) does not change under them, and a task's own vars
+    are its arguments (evaluated while it runs), so neither counts."""
+    facts, context = facts_and_context()
+    found = {}
+    for path in sorted(root.glob("roles/*/tasks/**/*.yml")):
+        for task, _tags in walk(yaml.safe_load(path.read_text(encoding="utf-8"))):
+            if "block" not in task:
+                continue
+            for name, value in (task.get("vars") or {}).items():
+                if {fact for text in strings(value) for fact in FACT.findall(text)} & (facts - context):
+                    found.setdefault(path.relative_to(root / "roles").as_posix(), []).append(name)
+    return found
+
+
+# The tuner's views of its one state (__sglang_tune, written only by _record.yml, and the
+# releases and proof it reads): the target it leaves serving, the release it starts from and
+# that release's figures. Issue 56 began with 14 block vars reading facts in 9 files (rollback
+# target, fleet report, speed and workload gates, upgrade envs, doctor, monitoring pack).
+TUNER_VIEWS = {"sglang_tune/tasks/_finish.yml": ["sglang_tune_target"],
+               "sglang_tune/tasks/_start.yml": ["sglang_tune_start_release", "sglang_tune_start_figures"]}
+
+
+def test_no_block_var_reads_a_fact():
+    found = block_views_of_facts()
+    print(f"block vars reading facts: {sum(map(len, found.values()))} in {len(found)} files")
+    assert found == TUNER_VIEWS, found

@@ -160,7 +160,7 @@ def _doc(name):
     ("raw return", "the return value is raw"),
     ("no example", "no example"),
     ("example from elsewhere", "names roles/sglang/vars/main.yml, which does not call it"),
-    ("example not in the file", "is not found in roles/sglang/tasks/proof/workload.yml"),
+    ("example not in the file", "is not found in roles/sglang/tasks/proof/bench.yml"),
     ("hand example for a called filter", "its example is not taken from a call"),
     ("elements of a dict", "elements 'str' of a dict"),
 ])
@@ -175,9 +175,9 @@ def test_the_check_fails_on_each_fault(fault, expected):
     elif fault == "raw return":
         doc["RETURN"]["_value"]["type"] = "raw"
     elif fault == "no example":
-        doc["EXAMPLES"] = "# From roles/sglang/tasks/proof/workload.yml:\n# {{ value }}\n"
+        doc["EXAMPLES"] = "# From roles/sglang/tasks/proof/bench.yml:\n# {{ value }}\n"
     elif fault == "example from elsewhere":
-        doc["EXAMPLES"] = doc["EXAMPLES"].replace("roles/sglang/tasks/proof/workload.yml",
+        doc["EXAMPLES"] = doc["EXAMPLES"].replace("roles/sglang/tasks/proof/bench.yml",
                                                   "roles/sglang/vars/main.yml")
     elif fault == "example not in the file":
         doc["EXAMPLES"] = doc["EXAMPLES"].replace("sglang_proof_baseline", "other_baseline")
