@@ -81,7 +81,12 @@ def main():
     inventory = molecule_inventory(args.scenario)
     playbook = args.playbook or str(ROOT / "molecule" / args.scenario / "converge.yml")
     env = dict(os.environ)
+    # As molecule's provisioner has it (.config/molecule/config.yml): the pipelined podman
+    # connection the inventory names, the roles and the collection of this tree.
     env.update({
+        "ANSIBLE_CONNECTION_PLUGINS": str(ROOT / "tests" / "support" / "connection"),
+        "ANSIBLE_PIPELINING": "true",
+        "ANSIBLE_COLLECTIONS_PATH": str(ROOT / "collections"),
         "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
         "SGLANG_DEPLOY_WHEELHOUSE": str(ROOT / ".cache" / "wheelhouse"),
         "ANSIBLE_FORCE_COLOR": "0",
