@@ -306,7 +306,7 @@ def facts_and_context():
 def implicit_reads(root=ROOT):
     """{step: the internal facts it reads that neither it nor a step it includes sets}: what it
     takes from whichever file included it without the include saying so, the run's context
-    aside. A step whose include hands it what it needs reads its own inputs
+    and another host's facts (`hostvars[...]`, set by that host's own run) aside. A step whose include hands it what it needs reads its own inputs
     (`sglang_unlock_lock`), named in its header."""
     steps = included_steps(root)
     includes = {}
@@ -325,7 +325,9 @@ def implicit_reads(root=ROOT):
 
     found, (facts, context) = {}, facts_and_context()
     for step in steps:
-        reads = (set(facts_of(step)[0]) & facts) - made(step) - context
+        text = step.read_text(encoding="utf-8")
+        another_host = {name for pair in ANOTHER_HOST.findall(text) for name in pair if name}
+        reads = (set(facts_of(step)[0]) & facts) - made(step) - context - another_host
         if reads:
             found[step.relative_to(root / "roles").as_posix()] = sorted(reads)
     return found
