@@ -20,6 +20,7 @@ that has a warning at its signal never fires before it (WARNED_BY).
 import re
 
 from ansible.errors import AnsibleFilterError
+from ansible.plugins.filter.core import to_nice_json, to_nice_yaml
 
 from ansible_collections.sglang.deploy.plugins.plugin_utils.sglang_filter_errors import own_errors
 
@@ -536,7 +537,7 @@ def _settings(settings):
 
 
 def sglang_monitoring_pack(release, target, floors=None, settings=None):
-    """The serving release's observability pack: {targets, rules, dashboard, thresholds}.
+    """The serving release's observability pack: {targets, rules, dashboard, thresholds, files}.
 
     `release` is the release's manifest (sglang_release state=info), `target` is {host,
     address, labels, router}: the inventory name, the host:port Prometheus scrapes, extra
@@ -559,9 +560,9 @@ def sglang_monitoring_pack(release, target, floors=None, settings=None):
             itl_factor, accept_fraction, kv_usage, drift_interval_s, availability, runbook_url},
             every key required.
     Returns:
-        dict: {targets, rules, dashboard, thresholds}: Prometheus file-based discovery targets,
-            rule groups, the Grafana dashboard (provisioning JSON, the same for every host:
-            dashboard()) and what each threshold comes from.
+        dict: {targets, rules, dashboard, thresholds, files}: Prometheus file-based discovery
+            targets, rule groups, the Grafana dashboard (the same for every host: dashboard()),
+            what each threshold comes from, and the three files' text (pack_files).
     """
     if not isinstance(release, dict) or not release.get("id"):
         raise AnsibleFilterError("sglang_monitoring_pack: no serving release (current names none)")
@@ -585,7 +586,7 @@ def sglang_monitoring_pack(release, target, floors=None, settings=None):
               "sglang_version": str(release.get("sglang_version") or ""),
               "profile": str(release.get("profile") or "")}
     labels.update({str(k): str(v) for k, v in (target.get("labels") or {}).items()})
-    return {
+    out = {
         "targets": [{"targets": [str(target["address"])], "labels": labels}],
         "rules": {"groups": [
             {"name": f"sglang-{pack.host}-release", "rules": pack.records},
@@ -594,6 +595,19 @@ def sglang_monitoring_pack(release, target, floors=None, settings=None):
         "dashboard": dashboard(pack.s["window"]),
         "thresholds": pack.thresholds,
     }
+    return dict(out, files=pack_files(out))
+
+
+def pack_files(pack):
+    """The files of a pack as Prometheus and Grafana read them, with Ansible's own JSON and YAML
+    writers (what the role wrote before, so a re-run of an unchanged pack finds the same bytes):
+    {target: the targets as JSON, rules: the rule groups as YAML, dashboard: the dashboard as
+    JSON, where the pack has one}, each ending with a newline."""
+    files = {"target": to_nice_json(pack["targets"]) + "\n",
+             "rules": to_nice_yaml(pack["rules"], indent=2, width=100, sort_keys=False)}
+    if "dashboard" in pack:
+        files["dashboard"] = to_nice_json(pack["dashboard"]) + "\n"
+    return files
 
 
 def _panel(pid, title, exprs, pos, unit="short", description=""):
@@ -741,7 +755,8 @@ def sglang_monitoring_router_pack(host, address, duration="2m", availability=0.9
             (sglang_router_monitoring_availability).
         runbook_url (str): each alert's runbook_url is this, `#` and its name in lower case.
     Returns:
-        dict: {targets, rules}: the router's Prometheus target and its rule groups.
+        dict: {targets, rules, files}: the router's Prometheus target, its rule groups and the
+            text of the two files ({target, rules}: pack_files).
     """
     host = str(host)
     if not 0 < float(availability) < 1:
@@ -769,11 +784,12 @@ def sglang_monitoring_router_pack(host, address, duration="2m", availability=0.9
               wait=BURN_WAIT[severity], window=long)
         for severity, words, long, expr in _burn_rates(
             "router_5xx_ratio", f'sglang_router="{host}"', budget)]
-    return {
+    out = {
         "targets": [{"targets": [str(address)], "labels": labels}],
         "rules": {"groups": [{"name": f"sglang-router-{host}-slo", "rules": records},
                              {"name": f"sglang-router-{host}", "rules": rules}]},
     }
+    return dict(out, files=pack_files(out))
 
 
 class FilterModule:

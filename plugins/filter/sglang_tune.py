@@ -742,20 +742,23 @@ def changed_env(winner, profile_env):
 
 
 @own_errors
-def sglang_tune_outcome(sweep, operator_args=None):
-    """What a sweep ends with: its winner, the leaderboard, and the inventory that makes the
-    winner (sglang_server_args and sglang_env).
+def sglang_tune_outcome(sweep, operator_args=None, apply=False):
+    """What a sweep ends with: its winner, the release left serving, the leaderboard, and the
+    inventory that makes the winner (sglang_server_args and sglang_env).
 
     The winner is the finalist whose second measurement beats the starting release beyond the
     noise (see pick_winner); with no finalists, the incumbent (the start until a knob beat it).
+    The starting release serves again unless the operator applies the winner.
 
     Args:
         sweep (dict): the sweep's state (__sglang_tune): its plan, base_config, base_env, start,
             noise, results, and the incumbent and finals where it got that far.
         operator_args (dict): the inventory's sglang_server_args before the sweep.
+        apply (bool): sglang_tune_apply: leave the winner serving.
     Returns:
-        dict: {winner, leaderboard (list of str), server_args (dict), inventory (str: YAML of
-            sglang_server_args), env (dict: the winner's variables that differ from the start)}.
+        dict: {winner, serving (str: the release to leave serving), leaderboard (list of str),
+            server_args (dict), inventory (str: YAML of sglang_server_args), env (dict: the
+            winner's variables that differ from the start)}.
     """
     finals = sweep.get("finals") or []
     best = (pick_winner(finals, sweep["start"], sweep["noise"]) if finals
@@ -763,6 +766,7 @@ def sglang_tune_outcome(sweep, operator_args=None):
     inventory = server_args_yaml(best, sweep["base_config"], operator_args)
     return {
         "winner": best,
+        "serving": (best if apply else sweep["start"])["release"],
         "leaderboard": leaderboard(sweep.get("results") or [], sweep["plan"]["objective"],
                                    best["key"]),
         "server_args": yaml.safe_load(inventory)["sglang_server_args"],

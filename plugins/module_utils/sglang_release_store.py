@@ -381,14 +381,15 @@ def _read_packages(base_dir, release, result):
 
 
 def info(base_dir, release=None, proving=None):
-    """All releases, oldest first, the newest good one that is not current, current's drift;
-    each release says whether the env it names is built (`env_ready`); with `release`, its
-    manifest as `proven` when it is good; with `proving`, the baseline of a proof of that
-    release as `proven` (sglang_releases.baseline_for: the newest good release but it)."""
+    """All releases, oldest first, the one serving (current's manifest, or {}), the newest good
+    one that is not current, current's drift; each release says whether the env it names is
+    built (`env_ready`); with `release`, its manifest as `proven` when it is good; with
+    `proving`, the baseline of a proof of that release as `proven` (sglang_releases.baseline_for:
+    the newest good release but it)."""
     current = read_current(base_dir)
     releases = [dict(m, env_ready=_env_ready(base_dir, m.get("env"))) for m in listing(base_dir)]
     cur = next((m for m in releases if m["id"] == current), None)
-    found = {"changed": False, "current": current, "releases": releases,
+    found = {"changed": False, "current": current, "releases": releases, "serving": cur or {},
              "previous_good": previous_good(releases, current),
              "drift": drift(base_dir, current, cur) if cur else []}
     if release is not None:

@@ -237,6 +237,11 @@ releases:
   description: Manifests of all releases, oldest first.
   type: list
   returned: state is info
+serving:
+  description: The manifest of the current release (as in C(releases)), or an empty dict when
+    none serves.
+  type: dict
+  returned: state is info
 previous_good:
   description: Newest release with status good that is not current, or null.
   type: str

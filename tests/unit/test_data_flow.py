@@ -1,14 +1,20 @@
-"""Data that flows in the open (issue 46): every internal fact a task reads was set before it on
-the way from the entry point, or handed to the step by name where it is included.
+"""Data that flows in the open (issues 46, 56): every internal fact a task reads was set before
+it on the way from the entry point, and every input a step reads was handed to it by name where
+it is included.
 
 The walk follows each entry point of the roles in task order, into every import and include
 (a role's own files and other roles' `tasks_from`), and keeps the facts set so far (set_fact,
 register; a fact set under a condition counts as set) and the names handed in as `vars:` by
-the includes and blocks around a task. A fact a task reads is one its templates name, or one a
-role var they name reads (vars/main.yml, followed to the facts under it, so a lazy role var
-hides nothing). Reads that say they may be absent (`| default(...)`, `is defined`) and another
-host's facts (`hostvars[...]`, set by an earlier play) are not required. The header test
-(test_role_layout.py) lists each file's reads; this one checks that the flow provides them.
+the includes and blocks around a task (a step's inputs, `sglang_unlock_lock`). What a task
+reads is what its templates name, or what a role var or an include's var they name reads,
+followed to the facts under it, so a lazy definition hides nothing. Reads that say they may be
+absent (`| default(...)`, `is defined`) are not required.
+
+The rules on top of the walk: a step another file includes reads only the run's context (the
+facts the inputs step and the host's read set once) and its own inputs, each named in its
+header; no role var and no block `vars:` reads a fact; what a host reads from another
+(`hostvars[...]`) is a name the other host holds. The header test (test_role_layout.py) lists
+each file's reads; this one checks that the flow provides them.
 """
 
 import re
@@ -371,32 +377,97 @@ def test_each_step_names_its_inputs_in_its_header():
     assert not unnamed, unnamed
 
 
-def block_views_of_facts(root=ROOT):
-    """{task file: the `vars:` of its blocks that read a fact}: evaluated again at each task of
-    the block, against the facts as they are then, they hide when a value is worked out. The
-    run's context (set once, before any step) does not change under them, and a task's own vars
-    are its arguments (evaluated while it runs), so neither counts."""
+def vars_reading_facts(root=ROOT):
+    """{task file: the `vars:` of its blocks and tasks that read a fact}. A block's are evaluated
+    again at each task of the block, against the facts as they are then, and hide when a value is
+    worked out; only the run's context (set once, before any step) may reach its includes through
+    them. A task's own are local names of its arguments, and read no fact at all: what a task
+    works out from facts is an argument (or a fact set once, where its inputs are known). The
+    vars of an include are the step's inputs, handed over by name (test_a_step_reads_what_its_include_hands_it)."""
     facts, context = facts_and_context()
     found = {}
     for path in sorted(root.glob("roles/*/tasks/**/*.yml")):
         for task, _tags in walk(yaml.safe_load(path.read_text(encoding="utf-8"))):
-            if "block" not in task:
+            if any(key in task for key in INCLUDES + ROLE_INCLUDES):
                 continue
+            forbidden = facts - context if "block" in task else facts
             for name, value in (task.get("vars") or {}).items():
-                if {fact for text in strings(value) for fact in FACT.findall(text)} & (facts - context):
+                if {fact for text in strings(value) for fact in FACT.findall(text)} & forbidden:
                     found.setdefault(path.relative_to(root / "roles").as_posix(), []).append(name)
     return found
 
 
-# The tuner's views of its one state (__sglang_tune, written only by _record.yml, and the
-# releases and proof it reads): the target it leaves serving, the release it starts from and
-# that release's figures. Issue 56 began with 14 block vars reading facts in 9 files (rollback
-# target, fleet report, speed and workload gates, upgrade envs, doctor, monitoring pack).
-TUNER_VIEWS = {"sglang_tune/tasks/_finish.yml": ["sglang_tune_target"],
-               "sglang_tune/tasks/_start.yml": ["sglang_tune_start_release", "sglang_tune_start_figures"]}
+def test_no_task_or_block_var_reads_a_fact():
+    """Issue 56 began with 14 block vars reading facts in 9 files (rollback target, fleet report,
+    speed and workload gates, upgrade envs, doctor, monitoring pack, the tuner's views of its
+    state) and 4 task vars (the host check, the fetch plan, the monitoring pack's address and
+    pack)."""
+    found = vars_reading_facts()
+    print(f"task and block vars reading facts: {sum(map(len, found.values()))} in {len(found)} files")
+    assert not found, found
 
 
-def test_no_block_var_reads_a_fact():
-    found = block_views_of_facts()
-    print(f"block vars reading facts: {sum(map(len, found.values()))} in {len(found)} files")
-    assert found == TUNER_VIEWS, found
+def test_a_task_var_reading_a_fact_is_caught(tmp_path):
+    shutil.copytree(ROOT / "roles", tmp_path / "roles")
+    check = tmp_path / "roles/sglang/tasks/host/check.yml"
+    text = check.read_text(encoding="utf-8")
+    assert "    quiet: true\n\n- name: Refuse a host" in text
+    check.write_text(text.replace("    quiet: true\n\n- name: Refuse a host",
+                                  "    quiet: true\n  vars:\n    sglang_seen: \"{{ __sglang_host_facts }}\"\n\n"
+                                  "- name: Refuse a host", 1), encoding="utf-8")
+    assert vars_reading_facts(tmp_path) == {"sglang/tasks/host/check.yml": ["sglang_seen"]}
+
+
+# A name read from another host's vars: hostvars[h].x, hostvars[h]['x'], map('extract', hostvars, 'x').
+HOSTVARS_READ = re.compile(r"hostvars\[[^\]]+\]\s*(?:\.|\[')\s*(\w+)|hostvars,\s*'(\w+)'")
+
+
+def other_host_reads(root=ROOT):
+    """({name: files} of what the roles and playbooks read from another host's vars, the names a
+    host can hold): a host's vars are its facts (set_fact, register) and its inventory and role
+    variables (defaults, argument specs, role vars), never the vars an include hands a step."""
+    paths = sorted(root.glob("roles/*/tasks/**/*.yml")) + sorted(root.glob("playbooks/*.yml"))
+    held = {name for task_file in paths for task, _tags in walk(_tasks(task_file))
+            for name in set_names(task)}
+    for role in ROLES:
+        held |= set(role_vars(role, root))
+        held |= set(yaml.safe_load((root / f"roles/{role}/defaults/main.yml").read_text(encoding="utf-8")))
+        specs = yaml.safe_load((root / f"roles/{role}/meta/argument_specs.yml").read_text(encoding="utf-8"))
+        held |= {name for entry in specs["argument_specs"].values() for name in entry.get("options") or {}}
+    read = {}
+    for path in paths:
+        for text in strings(yaml.safe_load(path.read_text(encoding="utf-8"))):
+            for name in {one for pair in HOSTVARS_READ.findall(text) for one in pair if one}:
+                read.setdefault(name, set()).add(path.relative_to(root).as_posix())
+    return read, held
+
+
+def _tasks(path):
+    """A task file's tasks, or a playbook's plays' (pre_tasks, tasks, post_tasks)."""
+    document = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+    if "tasks" in path.parts:
+        return document
+    return [task for play in document for key in ("pre_tasks", "tasks", "post_tasks")
+            for task in play.get(key) or []]
+
+
+def test_what_a_host_reads_from_another_is_what_the_other_holds():
+    """A multi-node follower waits for rank 0's proof (proof/follow.yml reads
+    hostvars[rank 0].__sglang_release_proven). A read of a name the other host never holds (a
+    step input, a renamed fact) is always absent there, and `| default(false)` would turn it
+    into a follower that never goes live: 2608b38 mended one, made by a scripted rename."""
+    read, held = other_host_reads()
+    print(f"names read from another host: {sorted(read)}")
+    assert read and not set(read) - held, {name: read[name] for name in set(read) - held}
+
+
+def test_a_follower_reading_a_name_rank_0_never_holds_is_caught(tmp_path):
+    shutil.copytree(ROOT / "roles", tmp_path / "roles")
+    shutil.copytree(ROOT / "playbooks", tmp_path / "playbooks")
+    follow = tmp_path / "roles/sglang/tasks/proof/follow.yml"
+    read = "hostvars[__sglang_rank0].__sglang_release_proven"
+    assert read in follow.read_text(encoding="utf-8")
+    follow.write_text(follow.read_text(encoding="utf-8").replace(read, "hostvars[__sglang_rank0].sglang_follow_proven"),
+                      encoding="utf-8")
+    read, held = other_host_reads(tmp_path)
+    assert set(read) - held == {"sglang_follow_proven"}

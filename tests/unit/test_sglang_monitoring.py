@@ -175,6 +175,22 @@ def test_the_target_carries_the_release_and_the_address_prometheus_scrapes():
         "profile": "qwen3.6-27b-tp2-mtp", "rack": "b7"}}]
 
 
+def test_the_files_are_the_pack_as_prometheus_and_grafana_read_it():
+    """The role writes (and a re-run compares) the pack's files as the filter gives them: each
+    reads back as the structure it came from, and ends with a newline."""
+    for pack, names in ((mon.sglang_monitoring_pack(RELEASE, TARGET, FLOORS, SETTINGS),
+                         {"target": "targets", "rules": "rules", "dashboard": "dashboard"}),
+                        (mon.sglang_monitoring_router_pack("router1", "127.0.0.1:29000", "2m"),
+                         {"target": "targets", "rules": "rules"})):
+        files = pack["files"]
+        assert set(files) == set(names)
+        assert all(text.endswith("\n") and not text.endswith("\n\n") for text in files.values())
+        assert json.loads(files["target"]) == pack["targets"]
+        assert yaml.safe_load(files["rules"]) == pack["rules"]
+        if "dashboard" in files:
+            assert json.loads(files["dashboard"]) == pack["dashboard"]
+
+
 def test_a_release_with_no_proof_gets_no_speed_rules_and_says_so():
     release = {k: v for k, v in RELEASE.items() if k not in ("workload_proof", "smoke")}
     pack = mon.sglang_monitoring_pack(release, TARGET, {}, SETTINGS)

@@ -152,7 +152,7 @@ def test_current_that_is_not_a_symlink_is_refused(tmp_path):
 
 def test_info_lists_releases_oldest_first_and_the_rollback_target(tmp_path):
     assert store.info(str(tmp_path)) == {"changed": False, "current": None, "releases": [],
-                                         "previous_good": None, "drift": []}
+                                         "serving": {}, "previous_good": None, "drift": []}
     a = deploy(tmp_path, "n: a\n", "20261101T000000Z")["release"]
     switch.mark(str(tmp_path), a, "good")
     b = deploy(tmp_path, "n: b\n", "20261102T000000Z")["release"]
@@ -162,6 +162,7 @@ def test_info_lists_releases_oldest_first_and_the_rollback_target(tmp_path):
     assert [m["id"] for m in out["releases"]] == [a, b, c]
     assert [m["status"] for m in out["releases"]] == ["good", "good", "active"]
     assert out["current"] == c
+    assert out["serving"] == out["releases"][-1] and out["serving"]["status"] == "active"
     assert out["previous_good"] == b
     # The baseline of the release that replaces one: its manifest when it was proven, else {}.
     assert store.info(str(tmp_path), b)["proven"]["id"] == b

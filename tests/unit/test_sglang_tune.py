@@ -344,6 +344,9 @@ def test_report_lines_winner_yaml_and_expectations():
     assert yaml.safe_load(outcome["inventory"]) == out
     assert outcome["server_args"] == out["sglang_server_args"]
     assert outcome["env"] == {}
+    # The starting release serves again unless the operator applies the winner.
+    assert outcome["serving"] == results[0]["release"]
+    assert t.sglang_tune_outcome(sweep_state, apply=True)["serving"] == winner["release"]
     # With no finalist (a sweep stopped early) the incumbent wins.
     early = t.sglang_tune_outcome(dict(sweep_state, finals=[], incumbent=results[0]))
     assert early["winner"]["key"] == results[0]["key"]
