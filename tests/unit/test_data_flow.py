@@ -12,7 +12,7 @@ absent (`| default(...)`, `is defined`) are not required.
 
 The rules on top of the walk: a step another file includes reads only the run's context (the
 facts the inputs step and the host's read set once) and its own inputs, each named in its
-header; no role var and no block `vars:` reads a fact; what a host reads from another
+header; no role var and no task or block `vars:` reads a fact; what a host reads from another
 (`hostvars[...]`) is a name the other host holds. The header test (test_role_layout.py) lists
 each file's reads; this one checks that the flow provides them.
 """
@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from support import ROOT
-from support.role_yaml import NESTED, fact_writers, facts_of, set_names, strings, walk
+from support.role_yaml import NESTED, fact_writers, facts_of, set_names, strings, tasks_of, walk
 
 FACT = re.compile(r"\b__sglang_\w+")
 NAME = re.compile(r"\b[a-z_]\w*\b")
@@ -47,23 +47,29 @@ def role_vars(role, root=ROOT):
     return yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
+def role_variables(root=ROOT):
+    """Every role's inputs (its defaults, its entry points' options) and role vars: the names
+    a host holds whichever step runs."""
+    names = set()
+    for role in ROLES:
+        names |= set(role_vars(role, root))
+        names |= set(yaml.safe_load((root / f"roles/{role}/defaults/main.yml").read_text(encoding="utf-8")))
+        specs = yaml.safe_load((root / f"roles/{role}/meta/argument_specs.yml").read_text(encoding="utf-8"))
+        for entry in specs["argument_specs"].values():
+            names |= set(entry.get("options") or {})
+    return names
+
+
 def step_inputs(root=ROOT):
     """The names the includes hand their steps (`vars:` of an include, `sglang_go_live_release`)
     that are no role's input (a default, an entry point's option) or role var: a step that uses
     one needs every include of it to hand it over."""
-    documented = set()
-    for role in ROLES:
-        documented |= set(role_vars(role, root))
-        documented |= set(yaml.safe_load((root / f"roles/{role}/defaults/main.yml").read_text(encoding="utf-8")))
-        specs = yaml.safe_load((root / f"roles/{role}/meta/argument_specs.yml").read_text(encoding="utf-8"))
-        for entry in specs["argument_specs"].values():
-            documented |= set(entry.get("options") or {})
     handed = set()
     for path in root.glob("roles/*/tasks/**/*.yml"):
         for task, _tags in walk(yaml.safe_load(path.read_text(encoding="utf-8"))):
             if any(key in task for key in INCLUDES + ROLE_INCLUDES):
                 handed |= {name for name in task.get("vars") or {} if name.startswith("sglang_")}
-    return handed - documented
+    return handed - role_variables(root)
 
 
 def guarded(task):
@@ -312,8 +318,9 @@ def facts_and_context():
 def implicit_reads(root=ROOT):
     """{step: the internal facts it reads that neither it nor a step it includes sets}: what it
     takes from whichever file included it without the include saying so, the run's context
-    and another host's facts (`hostvars[...]`, set by that host's own run) aside. A step whose include hands it what it needs reads its own inputs
-    (`sglang_unlock_lock`), named in its header."""
+    and another host's facts (`hostvars[...]`, set by that host's own run) aside. A step whose
+    include hands it what it needs reads its own inputs (`sglang_unlock_lock`), named in its
+    header."""
     steps = included_steps(root)
     includes = {}
     for step, sites in steps.items():
@@ -427,28 +434,14 @@ def other_host_reads(root=ROOT):
     host can hold): a host's vars are its facts (set_fact, register) and its inventory and role
     variables (defaults, argument specs, role vars), never the vars an include hands a step."""
     paths = sorted(root.glob("roles/*/tasks/**/*.yml")) + sorted(root.glob("playbooks/*.yml"))
-    held = {name for task_file in paths for task, _tags in walk(_tasks(task_file))
-            for name in set_names(task)}
-    for role in ROLES:
-        held |= set(role_vars(role, root))
-        held |= set(yaml.safe_load((root / f"roles/{role}/defaults/main.yml").read_text(encoding="utf-8")))
-        specs = yaml.safe_load((root / f"roles/{role}/meta/argument_specs.yml").read_text(encoding="utf-8"))
-        held |= {name for entry in specs["argument_specs"].values() for name in entry.get("options") or {}}
+    held = {name for path in paths for task, _tags in tasks_of(path) for name in set_names(task)}
+    held |= role_variables(root)
     read = {}
     for path in paths:
         for text in strings(yaml.safe_load(path.read_text(encoding="utf-8"))):
             for name in {one for pair in HOSTVARS_READ.findall(text) for one in pair if one}:
                 read.setdefault(name, set()).add(path.relative_to(root).as_posix())
     return read, held
-
-
-def _tasks(path):
-    """A task file's tasks, or a playbook's plays' (pre_tasks, tasks, post_tasks)."""
-    document = yaml.safe_load(path.read_text(encoding="utf-8")) or []
-    if "tasks" in path.parts:
-        return document
-    return [task for play in document for key in ("pre_tasks", "tasks", "post_tasks")
-            for task in play.get(key) or []]
 
 
 def test_what_a_host_reads_from_another_is_what_the_other_holds():
