@@ -253,14 +253,9 @@ def _check_speculative(args):
         )
 
 
-def sglang_config_yaml(args):
-    """The release's config.yaml: dashed keys, stable order, for `--config PATH`.
-
-    Args:
-        args (dict): the server's arguments, SGLang's option names without `--`.
-    Returns:
-        str: the YAML text of config.yaml, a comment line first.
-    """
+def config_yaml(args):
+    """The release's config.yaml: dashed keys, stable order, for `--config PATH`, a comment line
+    first."""
     header = "# Rendered by sglang-deploy. Passed to SGLang as --config PATH; edit the inventory.\n"
     return header + yaml.safe_dump(plain(dict(args)), default_flow_style=False, sort_keys=False)
 
@@ -313,19 +308,35 @@ def sglang_expect_merge(profile, overrides=None):
     return plain(merged)
 
 
-def sglang_env_file(env):
-    """A systemd EnvironmentFile: one NAME="value" per line, sorted, escaped.
-
-    Args:
-        env (dict): the server's environment, {NAME: value}.
-    Returns:
-        str: the file's text, a comment line first, one NAME="value" line per variable.
-    """
+def env_file(env):
+    """A systemd EnvironmentFile: a comment line, then one NAME="value" per line, sorted, escaped."""
     lines = ["# Rendered by sglang-deploy: environment of the SGLang server."]
     for name in sorted(env):
         env_name(name, "sglang_env")
         lines.append(env_file_line(name, single_line(env[name], f"sglang_env.{name}")))
     return "\n".join(lines) + "\n"
+
+
+def sglang_release_files(args, env, launch, launch_py):
+    """The files of a release, each with its name and mode: what it holds and what its content
+    hash covers (plugins/module_utils/sglang_release_store.py).
+
+    Args:
+        args (dict): the server's arguments, SGLang's option names without `--` (config.yaml,
+            passed as `--config PATH`).
+        env (dict): the server's environment, {NAME: value} (sglang.env, the unit's
+            EnvironmentFile, 0600: a hub token may be in it).
+        launch (str): the text of the launch script (templates/launch.sh.j2).
+        launch_py (str): the text of launch.py (files/sglang_launch.py); a lookup('file') strips
+            its last newline, the file gets it back.
+    Returns:
+        list of dict: {name, content, mode} for config.yaml, sglang.env, launch and launch.py.
+    """
+    return [{"name": "config.yaml", "content": config_yaml(args), "mode": "0644"},
+            {"name": "sglang.env", "content": env_file(env), "mode": "0600"},
+            {"name": "launch", "content": launch, "mode": "0755"},
+            {"name": "launch.py", "content": launch_py if launch_py.endswith("\n") else launch_py + "\n",
+             "mode": "0644"}]
 
 
 def sglang_pip_args(index_url="", extra_index_urls=None, wheelhouse="", no_index=False):
@@ -833,9 +844,8 @@ class FilterModule:
     def filters(self):
         return {
             "sglang_server_config": own_errors(sglang_server_config),
-            "sglang_config_yaml": own_errors(sglang_config_yaml),
             "sglang_env_merge": own_errors(sglang_env_merge),
-            "sglang_env_file": own_errors(sglang_env_file),
+            "sglang_release_files": own_errors(sglang_release_files),
             "sglang_expect_merge": own_errors(sglang_expect_merge),
             "sglang_pip_args": own_errors(sglang_pip_args),
             "sglang_connect_host": own_errors(sglang_connect_host),

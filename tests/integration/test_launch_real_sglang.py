@@ -36,7 +36,7 @@ def venv():
 
 
 def test_real_sglang_reads_the_key_from_the_pipe_and_its_output_is_redacted(venv, tmp_path):
-    (tmp_path / "config.yaml").write_text(render.sglang_config_yaml(
+    (tmp_path / "config.yaml").write_text(render.config_yaml(
         {"model-path": "/nonexistent", "tp-size": 2, "device": "cpu"}))
     secrets = tmp_path / "secrets.json"
     secrets.write_text(json.dumps({"api-key": KEY}))

@@ -138,7 +138,7 @@ def test_config_rendering_never_tracebacks(profile_args, overrides, port):
 
     def call():
         args = render.sglang_server_config(profile, overrides, "", "", "127.0.0.1", port)
-        text = render.sglang_config_yaml(args)
+        text = render.sglang_release_files(args, {}, "", "")[0]["content"]
         assert text.startswith("#")
     expect_own_error(call)
 

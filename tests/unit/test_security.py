@@ -155,7 +155,7 @@ def test_env_names_with_a_trailing_newline_are_refused(name):
     with pytest.raises(AnsibleFilterError, match="not an environment variable name"):
         render.sglang_env_merge(profile, {name: "1"})
     with pytest.raises(AnsibleFilterError, match="not an environment variable name"):
-        render.sglang_env_file({name: "1"})
+        render.env_file({name: "1"})
 
 
 @pytest.mark.parametrize("char", CONTROLS, ids=repr)

@@ -104,9 +104,24 @@ def test_malformed_profile_is_refused(profile, mutate, message):
         r.sglang_profile_check(profile)
 
 
+def release_file(args, env, name):
+    files = {f["name"]: f for f in r.sglang_release_files(args, env, "#!/bin/sh\n", "import sys")}
+    return files[name]
+
+
+def test_release_files_are_the_four_a_release_holds_with_their_modes(profile):
+    files = r.sglang_release_files({"model-path": "/m"}, {"A": "1"}, "#!/bin/sh\nexec x\n", "import sys")
+    assert [(f["name"], f["mode"]) for f in files] == [
+        ("config.yaml", "0644"), ("sglang.env", "0600"), ("launch", "0755"), ("launch.py", "0644")]
+    assert files[2]["content"] == "#!/bin/sh\nexec x\n"
+    # lookup('file') strips the last newline: the file gets it back, once.
+    assert files[3]["content"] == "import sys\n"
+    assert r.sglang_release_files({}, {}, "", "import sys\n")[3]["content"] == "import sys\n"
+
+
 def test_config_yaml_round_trips_with_dashed_keys(profile):
     args = r.sglang_server_config(profile, {"cuda-graph-config": {"decode": {"max_bs": 32}}})
-    text = r.sglang_config_yaml(args)
+    text = release_file(args, {}, "config.yaml")["content"]
     assert text.startswith("#")
     assert yaml.safe_load(text) == args
     assert list(yaml.safe_load(text))[:2] == ["model-path", "served-model-name"]
@@ -117,7 +132,7 @@ def test_env_merge_and_file(profile):
         profile, {"NCCL_P2P_DISABLE": 1, "CUDA_VISIBLE_DEVICES": None, "X": True, "Q": 'a"b\\c'}
     )
     assert env == {"NCCL_P2P_DISABLE": "1", "X": "1", "Q": 'a"b\\c'}
-    text = r.sglang_env_file(env)
+    text = release_file({}, env, "sglang.env")["content"]
     assert 'NCCL_P2P_DISABLE="1"' in text
     assert 'Q="a\\"b\\\\c"' in text
 
